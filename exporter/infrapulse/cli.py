@@ -1,0 +1,143 @@
+"""Command line: `infrapulse run | check-config | demo | simulate ...`.
+
+Exit codes: 0 ok, 1 runtime failure (e.g. the port is taken), 2 bad config or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import sys
+
+from . import __version__, logs
+from .config import ConfigError, default_config, load_file
+from .schema import SchemaError, parse_host_port
+
+log = logging.getLogger("infrapulse")
+
+# Sub-commands contributed by other modules: name -> module with add_parser(subparsers).
+# The module's add_parser sets `func` (returning an exit code) on its parser.
+PLUGIN_COMMANDS = ("infrapulse.simulate.cli", "infrapulse.health.cli", "infrapulse.docs")
+
+
+def _listen(value: str) -> str:
+    try:
+        return parse_host_port(value, "--listen")
+    except SchemaError as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
+
+
+def _add_daemon_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", type=_listen, metavar="HOST:PORT",
+                        help="address for /metrics and the API, overriding the config (default 0.0.0.0:9477)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="infrapulse",
+        description="Prometheus exporter and health score for AI clusters: RDMA NICs, switch PFC/ECN "
+                    "over gNMI, GPUs and LLM serving engines.",
+    )
+    parser.add_argument("--version", action="version", version=f"infrapulse {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the exporter daemon",
+                         description="Run the exporter daemon. SIGHUP reloads the config; SIGTERM stops it.")
+    run.add_argument("--config", "-c", metavar="FILE", help="YAML config file (default: built-in defaults)")
+    _add_daemon_flags(run)
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check-config", help="validate a config file (and gNMI profiles) and exit",
+                           description="Validate a config file. Exit 0 if valid, 2 with file, key and reason if not.")
+    check.add_argument("file", metavar="FILE")
+    check.set_defaults(func=cmd_check_config)
+
+    demo = sub.add_parser("demo", help="run the daemon on the built-in simulated fabric",
+                          description="Start the simulators (sysfs tree, NIC stats, gNMI switches, GPUs, "
+                                      "serving engines) and the daemon scraping them.")
+    _add_daemon_flags(demo)
+    demo.add_argument("--workdir", metavar="DIR", help="where simulated files go (default: a temp dir)")
+    demo.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                      help="anomaly to inject, repeatable (see `infrapulse simulate scenarios`)")
+    demo.add_argument("--duration", type=float, default=0, metavar="SECONDS",
+                      help="stop after this many seconds (default: run until interrupted)")
+    demo.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
+    demo.set_defaults(func=cmd_demo)
+
+    for name in PLUGIN_COMMANDS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def cmd_check_config(args) -> int:
+    try:
+        cfg = load_file(args.file)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    enabled = [name for name, section in cfg["sources"].items() if section.get("enabled", True) not in (False,)]
+    print(f"{args.file}: ok (listen {cfg['listen']}, interval {cfg['interval']:g}s, sources: {', '.join(enabled)})")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .daemon import Daemon
+
+    try:
+        cfg = load_file(args.config) if args.config else default_config()
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    logs.setup(args.log_format, args.log_level)
+    daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen)
+    return _run_daemon(daemon)
+
+
+def _run_daemon(daemon, before=None, after=None) -> int:
+    async def main() -> int:
+        if before is not None:
+            await before(daemon)
+        try:
+            await daemon.run_forever()
+        finally:
+            if after is not None:
+                await after()
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except RuntimeError as exc:
+        log.error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_demo(args) -> int:
+    from .simulate.demo import run_demo
+
+    logs.setup(args.log_format, args.log_level)
+    return run_demo(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""The asyncio supervisor: sources as tasks, the HTTP server, signals and config reload.
+
+SIGTERM/SIGINT stop everything within ~2 s and exit 0. SIGHUP re-reads the config file: a
+valid new config restarts only the sources whose settings changed; an invalid one is logged
+and the old config keeps running, with infrapulse_config_last_reload_successful set to 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from . import config as config_mod
+from .http import make_app
+from .metrics import DaemonState, make_registry
+from .sources import registry as source_registry
+from .sources.base import Source, SourceContext
+from .store import Store
+
+log = logging.getLogger("infrapulse.daemon")
+
+# Modules with an `attach(daemon)` function that add background services and routes (the
+# health scorer). Kept as a list so the daemon needs no edit when one is added.
+EXTENSIONS = ("infrapulse.health.service",)
+STOP_GRACE_SECONDS = 1.5
+
+
+class Daemon:
+    def __init__(self, config: dict[str, Any], config_path: str | None = None,
+                 listen_override: str | None = None, hostname: str | None = None) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.listen_override = listen_override
+        self.store = Store()
+        self.state = DaemonState(hostname or socket.gethostname(), self._role(config))
+        self.registry = make_registry(self.store, self.state)
+        self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
+        self.app_extensions: list[Callable[[web.Application], None]] = []
+        self.services: list[asyncio.Task] = []
+        self.on_reload: list[Callable[[dict], None]] = []
+        self._runner: web.AppRunner | None = None
+        self._site_address: str | None = None
+        self._stop = asyncio.Event()
+        self._reload_lock = asyncio.Lock()
+        self.bound_port: int | None = None
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    @property
+    def listen(self) -> str:
+        return self.listen_override or self.config["listen"]
+
+    async def start(self) -> None:
+        for name in EXTENSIONS:
+            try:
+                module = importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name != name:
+                    raise
+                continue
+            module.attach(self)
+        self._start_sources(self.config)
+        await self._start_http()
+        log.info("infrapulse started", extra={"listen": self.listen, "role": self.state.role,
+                                               "sources": sorted(self.sources)})
+
+    async def _start_http(self) -> None:
+        app = make_app(self.store, self.state, self.registry, self.app_extensions)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        host, _, port = self.listen.rpartition(":")
+        host = host.strip("[]") or None
+        site = web.TCPSite(self._runner, host, int(port), reuse_address=True)
+        try:
+            await site.start()
+        except OSError as exc:
+            await self._runner.cleanup()
+            raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror or exc}") from None
+        sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0
+        self.bound_port = sockets[0].getsockname()[1] if sockets else int(port)
+        self._site_address = self.listen
+
+    async def run_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(self.reload()))
+        await self.start()
+        await self._stop.wait()
+        log.info("stopping")
+        await self.stop()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def stop(self) -> None:
+        tasks = [t for _, t, _ in self.sources.values()] + self.services
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
+        await asyncio.gather(*(src.close() for src, _, _ in self.sources.values()), return_exceptions=True)
+        self.sources.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # -- sources -----------------------------------------------------------------------------
+
+    def _role(self, config: dict) -> str:
+        if config.get("role", "auto") != "auto":
+            return config["role"]
+        roles = {cls.role for name, cls in source_registry().items() if cls.wanted(config["sources"][name])}
+        if roles == {"node", "fabric"}:
+            return "both"
+        return roles.pop() if roles else "node"
+
+    def _source_key(self, name: str, config: dict) -> Any:
+        return (repr(config["sources"][name]), config["interval"])
+
+    def _start_sources(self, config: dict, only: set[str] | None = None) -> None:
+        ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname)
+        for name, cls in source_registry().items():
+            if only is not None and name not in only:
+                continue
+            section = config["sources"][name]
+            if not cls.wanted(section):
+                continue
+            source = cls(section, ctx)
+            task = asyncio.create_task(self._run_source(source), name=f"source:{name}")
+            self.sources[name] = (source, task, self._source_key(name, config))
+
+    async def _run_source(self, source: Source) -> None:
+        # run() handles data problems itself; this guards against bugs so one source cannot
+        # take the daemon down: it is restarted after a pause instead.
+        while True:
+            try:
+                await source.run()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("source crashed; restarting in 5s", extra={"source": source.name})
+                self.store.record_failure(source.name, source.name, "crashed", f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(5)
+
+    async def _stop_sources(self, names: set[str]) -> None:
+        stopping = [self.sources.pop(n) for n in names if n in self.sources]
+        for _, task, _ in stopping:
+            task.cancel()
+        if stopping:
+            await asyncio.wait([t for _, t, _ in stopping], timeout=STOP_GRACE_SECONDS)
+        for src, _, _ in stopping:
+            await src.close()
+            self.store.remove_source(src.name)
+
+    # -- reload ------------------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        async with self._reload_lock:
+            if not self.config_path:
+                log.warning("SIGHUP ignored: the daemon runs without a config file")
+                return False
+            try:
+                new = config_mod.load_file(self.config_path)
+            except config_mod.ConfigError as exc:
+                self.state.reload_successful = False
+                log.error("config reload failed; keeping the running config", extra={"error": str(exc)})
+                return False
+            await self.apply_config(new)
+            self.state.reload_successful = True
+            self.state.last_reload_success = time.time()
+            log.info("config reloaded", extra={"file": self.config_path, "sources": sorted(self.sources)})
+            return True
+
+    async def apply_config(self, new: dict) -> None:
+        changed = {name for name in source_registry()
+                   if name in self.sources and self.sources[name][2] != self._source_key(name, new)}
+        wanted = {name for name, cls in source_registry().items() if cls.wanted(new["sources"][name])}
+        await self._stop_sources(changed | (set(self.sources) - wanted))
+        old_listen = self.listen
+        self.config = new
+        self.state.role = self._role(new)
+        self._start_sources(new, only=wanted - set(self.sources))
+        for hook in self.on_reload:
+            hook(new)
+        if self.listen != old_listen and self._runner is not None:
+            await self._runner.cleanup()
+            await self._start_http()

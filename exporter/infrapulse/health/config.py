@@ -1,0 +1,5 @@
+"""Config schema of the `health:` section."""
+
+from ..schema import Section
+
+CONFIG = Section(doc="Health score settings.", fields={})

@@ -1,0 +1,174 @@
+"""Render the store through a prometheus_client custom collector.
+
+The collector builds `Metric` objects straight from the store's snapshots on every scrape —
+no per-series client objects, no locks — and prometheus_client's own encoders turn them into
+the text or OpenMetrics format the scraper asked for.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import CollectorRegistry
+from prometheus_client.samples import Sample
+
+from . import __version__, catalog
+from .store import Histogram, Store
+
+SOURCE_UP = catalog.declare(
+    "infrapulse_source_up", catalog.GAUGE,
+    "1 if the last collection of this source instance succeeded (possibly with skipped files), else 0.",
+    ("source", "target"), source="daemon")
+SOURCE_LAST_SUCCESS = catalog.declare(
+    "infrapulse_source_last_success_timestamp_seconds", catalog.GAUGE,
+    "Unix time of the last successful collection of this source instance.",
+    ("source", "target"), unit="seconds", source="daemon")
+SOURCE_DURATION = catalog.declare(
+    "infrapulse_source_collect_duration_seconds", catalog.GAUGE,
+    "Wall time the last collection of this source instance took.",
+    ("source", "target"), unit="seconds", source="daemon")
+SOURCE_ERRORS = catalog.declare(
+    "infrapulse_source_errors_total", catalog.COUNTER,
+    "Failed collections of this source instance since the daemon started.",
+    ("source", "target"), source="daemon")
+SOURCE_STATUS = catalog.declare(
+    "infrapulse_source_status_info", catalog.INFO,
+    "The reason behind infrapulse_source_up: ok, partial (some files or fields skipped), or why it failed.",
+    ("source", "target", "reason"), source="daemon")
+BUILD_INFO = catalog.declare(
+    "infrapulse_build_info", catalog.INFO, "infrapulse version running.", ("version",), source="daemon")
+NODE_INFO = catalog.declare(
+    "infrapulse_node_info", catalog.INFO,
+    "The host this instance runs on and its role (node, fabric, both); joins node series to LLDP neighbours.",
+    ("hostname", "role"), source="daemon")
+RELOAD_OK = catalog.declare(
+    "infrapulse_config_last_reload_successful", catalog.GAUGE,
+    "1 if the last configuration (re)load succeeded, 0 if the daemon kept the previous config.",
+    (), source="daemon")
+RELOAD_TIME = catalog.declare(
+    "infrapulse_config_last_reload_success_timestamp_seconds", catalog.GAUGE,
+    "Unix time of the last successful configuration load.", (), unit="seconds", source="daemon")
+SERIES = catalog.declare(
+    "infrapulse_exporter_series", catalog.GAUGE,
+    "Series currently held in the store, per source (self-monitoring of cardinality).",
+    ("source",), source="daemon")
+
+
+class DaemonState:
+    """Facts about the daemon itself that the collector exports."""
+
+    def __init__(self, hostname: str = "", role: str = "node") -> None:
+        self.hostname = hostname
+        self.role = role
+        self.reload_successful = True
+        self.last_reload_success = time.time()
+
+
+def _format_le(bound: float) -> str:
+    if math.isinf(bound):
+        return "+Inf"
+    return repr(float(bound))
+
+
+def family_metric(family: catalog.Family, series_by_instance) -> Metric | None:
+    """Build one prometheus_client Metric from an iterable of series dicts of this family."""
+    name = family.name
+    labelnames = family.labels + family.optional_labels
+    optional = bool(family.optional_labels)
+    if family.type == catalog.COUNTER:
+        metric = Metric(name[: -len("_total")], family.help, "counter")
+    elif family.type == catalog.INFO:
+        metric = Metric(name[: -len("_info")], family.help, "info")
+    else:
+        metric = Metric(name, family.help, family.type)
+    samples = metric.samples
+    append = samples.append
+    if family.type == catalog.HISTOGRAM:
+        bucket_name, sum_name, count_name = name + "_bucket", name + "_sum", name + "_count"
+        for series in series_by_instance:
+            for values, hist in series.items():
+                labels = _labels(labelnames, values, optional)
+                for bound, count in hist.buckets:
+                    append(Sample(bucket_name, {**labels, "le": _format_le(bound)}, count, None, None))
+                append(Sample(count_name, labels, hist.count, None, None))
+                append(Sample(sum_name, labels, hist.sum, None, None))
+    else:
+        for series in series_by_instance:
+            if optional:
+                for values, value in series.items():
+                    append(Sample(name, _labels(labelnames, values, True), value, None, None))
+            else:
+                for values, value in series.items():
+                    append(Sample(name, dict(zip(labelnames, values)), value, None, None))
+    return metric if samples else None
+
+
+def _labels(names: tuple[str, ...], values: tuple[str, ...], drop_empty: bool) -> dict[str, str]:
+    if drop_empty:
+        return {n: v for n, v in zip(names, values) if v != ""}
+    return dict(zip(names, values))
+
+
+class StoreCollector:
+    """prometheus_client collector over the store plus the daemon's own metrics."""
+
+    def __init__(self, store: Store, state: DaemonState) -> None:
+        self.store = store
+        self.state = state
+
+    def describe(self):
+        # Returning nothing keeps registry.register() from calling collect() at start-up.
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        self.store.expire()
+        by_family: dict[str, list[dict]] = {}
+        series_per_source: dict[str, int] = {}
+        for (source, _target), snap in self.store.snapshots():
+            for name, series in snap.series.items():
+                if series:
+                    by_family.setdefault(name, []).append(series)
+                    series_per_source[source] = series_per_source.get(source, 0) + len(series)
+        yield from self._self_metrics(series_per_source)
+        for name in sorted(by_family):
+            family = catalog.get(name)
+            metric = family_metric(family, by_family[name])
+            if metric is not None:
+                yield metric
+
+    def _self_metrics(self, series_per_source: dict[str, int]) -> Iterator[Metric]:
+        statuses = sorted(self.store.status.values(), key=lambda s: (s.source, s.target))
+        up, last, duration, errors, status = {}, {}, {}, {}, {}
+        for st in statuses:
+            key = (st.source, st.target)
+            up[key] = 1.0 if st.up else 0.0
+            if st.last_success:
+                last[key] = st.last_success
+            duration[key] = st.collect_duration
+            errors[key] = float(st.errors)
+            status[(st.source, st.target, st.reason)] = 1.0
+        static = [
+            (SOURCE_UP, up), (SOURCE_LAST_SUCCESS, last), (SOURCE_DURATION, duration),
+            (SOURCE_ERRORS, errors), (SOURCE_STATUS, status),
+            (BUILD_INFO, {(__version__,): 1.0}),
+            (NODE_INFO, {(self.state.hostname, self.state.role): 1.0}),
+            (RELOAD_OK, {(): 1.0 if self.state.reload_successful else 0.0}),
+            (RELOAD_TIME, {(): self.state.last_reload_success}),
+            (SERIES, {(src,): float(n) for src, n in sorted(series_per_source.items())}),
+        ]
+        for family, series in static:
+            metric = family_metric(family, [series])
+            if metric is not None:
+                yield metric
+
+
+def make_registry(store: Store, state: DaemonState) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store, state))
+    return registry
+
+
+__all__ = ["DaemonState", "StoreCollector", "make_registry", "family_metric", "Histogram"]

@@ -1,0 +1,303 @@
+"""A small declarative schema for the YAML config.
+
+Every key is declared once, with its type, default and documentation. Validation returns
+plain dicts with defaults filled in, and every error names the key path and the reason.
+docs/configuration.md is generated from the same declarations (see `infrapulse.docs`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class SchemaError(Exception):
+    """A value that does not fit its declaration. `path` is the dotted key path."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path or '<top level>'}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def parse_duration(text: str) -> float:
+    """'5s' -> 5.0, '250ms' -> 0.25, '1m30s' -> 90.0. Raises ValueError on anything else."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"expected a duration such as 5s or 250ms, got {text!r}")
+    pos = 0
+    total = 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text) or pos == 0:
+        raise ValueError(f"expected a duration such as 5s or 250ms, got {text!r}")
+    return total
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1 and seconds != 0:
+        return f"{seconds * 1000:g}ms"
+    return f"{seconds:g}s"
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
+            dict: "mapping"}.get(type(value), type(value).__name__)
+
+
+@dataclass
+class Field:
+    """Base of all key declarations."""
+
+    doc: str = ""
+    default: Any = None
+    required: bool = False
+
+    def type_doc(self) -> str:
+        return type(self).__name__.lower()
+
+    def validate(self, value: Any, path: str) -> Any:
+        raise NotImplementedError
+
+    def default_value(self) -> Any:
+        return self.default
+
+
+@dataclass
+class Str(Field):
+    choices: tuple[str, ...] = ()
+    pattern: str = ""
+
+    def type_doc(self) -> str:
+        return " | ".join(self.choices) if self.choices else "string"
+
+    def validate(self, value, path):
+        if not isinstance(value, str):
+            raise SchemaError(path, f"expected a string, got {_type_name(value)}")
+        if self.choices and value not in self.choices:
+            raise SchemaError(path, f"must be one of {', '.join(self.choices)}; got {value!r}")
+        if self.pattern and not re.fullmatch(self.pattern, value):
+            raise SchemaError(path, f"{value!r} does not look right (expected {self.pattern})")
+        return value
+
+
+@dataclass
+class Bool(Field):
+    def type_doc(self) -> str:
+        return "boolean"
+
+    def validate(self, value, path):
+        if not isinstance(value, bool):
+            raise SchemaError(path, f"expected true or false, got {_type_name(value)} {value!r}")
+        return value
+
+
+@dataclass
+class AutoBool(Field):
+    """`auto`, `true` or `false`: auto means "on if the thing is available"."""
+
+    default: Any = "auto"
+
+    def type_doc(self) -> str:
+        return "auto | true | false"
+
+    def validate(self, value, path):
+        if value in (True, False, "auto"):
+            return value
+        raise SchemaError(path, f"expected auto, true or false, got {value!r}")
+
+
+@dataclass
+class Int(Field):
+    min: int | None = None
+    max: int | None = None
+
+    def type_doc(self) -> str:
+        return "integer"
+
+    def validate(self, value, path):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SchemaError(path, f"expected an integer, got {_type_name(value)} {value!r}")
+        if self.min is not None and value < self.min:
+            raise SchemaError(path, f"must be >= {self.min}, got {value}")
+        if self.max is not None and value > self.max:
+            raise SchemaError(path, f"must be <= {self.max}, got {value}")
+        return value
+
+
+@dataclass
+class Float(Field):
+    min: float | None = None
+    max: float | None = None
+
+    def type_doc(self) -> str:
+        return "number"
+
+    def validate(self, value, path):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SchemaError(path, f"expected a number, got {_type_name(value)} {value!r}")
+        value = float(value)
+        if self.min is not None and value < self.min:
+            raise SchemaError(path, f"must be >= {self.min:g}, got {value:g}")
+        if self.max is not None and value > self.max:
+            raise SchemaError(path, f"must be <= {self.max:g}, got {value:g}")
+        return value
+
+
+@dataclass
+class Duration(Field):
+    """A duration string ('5s', '250ms', '1m30s'); validated to seconds (float)."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def type_doc(self) -> str:
+        return "duration"
+
+    def default_value(self):
+        return parse_duration(self.default) if isinstance(self.default, str) else self.default
+
+    def validate(self, value, path):
+        try:
+            seconds = parse_duration(value)
+        except ValueError as exc:
+            raise SchemaError(path, str(exc)) from None
+        if self.min is not None and seconds < self.min:
+            raise SchemaError(path, f"must be at least {format_duration(self.min)}, got {value}")
+        if self.max is not None and seconds > self.max:
+            raise SchemaError(path, f"must be at most {format_duration(self.max)}, got {value}")
+        return seconds
+
+
+@dataclass
+class HostPort(Field):
+    def type_doc(self) -> str:
+        return "host:port"
+
+    def validate(self, value, path):
+        if not isinstance(value, str):
+            raise SchemaError(path, f"expected \"host:port\", got {_type_name(value)}")
+        return parse_host_port(value, path)
+
+
+def parse_host_port(value: str, path: str = "listen") -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise SchemaError(path, f"expected \"host:port\" with a port 0-65535, got {value!r}")
+    return value
+
+
+@dataclass
+class Regex(Field):
+    def type_doc(self) -> str:
+        return "regex"
+
+    def validate(self, value, path):
+        if not isinstance(value, str):
+            raise SchemaError(path, f"expected a regular expression string, got {_type_name(value)}")
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise SchemaError(path, f"invalid regular expression {value!r}: {exc}") from None
+        return value
+
+
+@dataclass
+class ListOf(Field):
+    item: Field = field(default_factory=Str)
+
+    def type_doc(self) -> str:
+        return f"list of {self.item.type_doc()}"
+
+    def default_value(self):
+        return list(self.default) if self.default is not None else None
+
+    def validate(self, value, path):
+        if not isinstance(value, list):
+            raise SchemaError(path, f"expected a list, got {_type_name(value)}")
+        return [self.item.validate(v, f"{path}[{i}]") for i, v in enumerate(value)]
+
+
+@dataclass
+class MapOf(Field):
+    """A mapping with free-form keys (e.g. HTTP header names) and typed values."""
+
+    value: Field = field(default_factory=Str)
+
+    def type_doc(self) -> str:
+        return f"mapping of string to {self.value.type_doc()}"
+
+    def default_value(self):
+        return dict(self.default or {})
+
+    def validate(self, value, path):
+        if not isinstance(value, dict):
+            raise SchemaError(path, f"expected a mapping, got {_type_name(value)}")
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SchemaError(path, f"keys must be strings, got {k!r}")
+            out[k] = self.value.validate(v, f"{path}.{k}")
+        return out
+
+
+@dataclass
+class Section(Field):
+    """A mapping with a fixed set of keys; unknown keys are errors (they are usually typos)."""
+
+    fields: dict[str, Field] = field(default_factory=dict)
+    check: Callable[[dict, str], None] | None = None  # cross-field validation
+
+    def type_doc(self) -> str:
+        return "mapping"
+
+    def default_value(self):
+        if self.default is None and any(f.required for f in self.fields.values()):
+            return None
+        return self.validate({}, "")
+
+    def validate(self, value, path):
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise SchemaError(path, f"expected a mapping, got {_type_name(value)}")
+        out: dict[str, Any] = {}
+        for key in value:
+            if key not in self.fields:
+                known = ", ".join(sorted(self.fields)) or "none"
+                raise SchemaError(_join(path, str(key)), f"unknown key (known keys here: {known})")
+        for key, decl in self.fields.items():
+            sub = _join(path, key)
+            if key in value and value[key] is not None:
+                out[key] = decl.validate(value[key], sub)
+            elif decl.required:
+                raise SchemaError(sub, "required key is missing")
+            else:
+                out[key] = decl.default_value()
+        if self.check is not None:
+            self.check(out, path)
+        return out
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def walk(section: Section, prefix: str = ""):
+    """Yield (key path, field) for every declared key, depth first, for documentation."""
+    for key, decl in section.fields.items():
+        path = _join(prefix, key)
+        yield path, decl
+        if isinstance(decl, Section):
+            yield from walk(decl, path)
+        elif isinstance(decl, ListOf) and isinstance(decl.item, Section):
+            yield from walk(decl.item, path + "[]")

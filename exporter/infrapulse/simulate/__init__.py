@@ -1,0 +1,1 @@
+"""Simulators that make the whole stack run, and misbehave on demand, on a laptop."""

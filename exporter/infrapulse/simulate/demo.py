@@ -1,0 +1,136 @@
+"""`infrapulse demo`: start every simulator, then the daemon scraping them.
+
+Each simulator module in this package that defines `async def demo_part(ctx: DemoContext)`
+contributes a `DemoPart`: the `sources:` config that points the daemon at it, and a `close()`.
+Adding a simulator therefore needs no edit here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import pkgutil
+import random
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import config as config_mod
+from ..schema import parse_duration
+
+log = logging.getLogger("infrapulse.demo")
+
+# The simulated cluster: node hostnames that the simulated switches see as LLDP neighbours.
+DEMO_NODES = ("gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04")
+
+
+@dataclass
+class DemoContext:
+    workdir: Path
+    scenarios: set[str]
+    hostname: str = DEMO_NODES[0]  # the node the demo daemon pretends to be
+    nodes: tuple[str, ...] = DEMO_NODES
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+
+
+@dataclass
+class DemoPart:
+    name: str
+    sources: dict  # merged into the daemon config's `sources:`
+    close: Callable[[], Awaitable[None]]
+    description: str = ""
+
+
+def demo_modules() -> list:
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in ("demo", "cli") or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "demo_part"):
+            found.append(module)
+    return found
+
+
+def known_scenarios() -> dict[str, str]:
+    scenarios: dict[str, str] = {}
+    for module in demo_modules():
+        scenarios.update(getattr(module, "SCENARIOS", {}))
+    return scenarios
+
+
+async def start_parts(ctx: DemoContext) -> list[DemoPart]:
+    parts = []
+    try:
+        for module in demo_modules():
+            part = await module.demo_part(ctx)
+            log.info("simulator started", extra={"part": part.name, "detail": part.description})
+            parts.append(part)
+    except BaseException:
+        await close_parts(parts)
+        raise
+    return parts
+
+
+async def close_parts(parts: list[DemoPart]) -> None:
+    for part in reversed(parts):
+        try:
+            await part.close()
+        except Exception:
+            log.exception("closing simulator failed", extra={"part": part.name})
+
+
+def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
+    sources: dict = {}
+    for part in parts:
+        sources.update(part.sources)
+    import yaml
+
+    text = yaml.safe_dump({"listen": listen, "interval": interval, "sources": sources})
+    return config_mod.load_text(text, "<demo>")
+
+
+def run_demo(args) -> int:
+    from ..daemon import Daemon
+
+    unknown = set(args.scenario) - set(known_scenarios())
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known_scenarios()))}")
+        return 2
+    try:
+        parse_duration(args.interval)
+    except ValueError as exc:
+        print(f"--interval: {exc}")
+        return 2
+    own_workdir = args.workdir is None
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="infrapulse-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    ctx = DemoContext(workdir=workdir, scenarios=set(args.scenario))
+
+    async def main() -> int:
+        parts = await start_parts(ctx)
+        try:
+            cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
+            daemon = Daemon(cfg, hostname=ctx.hostname)
+            if args.duration:
+                asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)
+            log.info("demo running", extra={"listen": daemon.listen, "workdir": str(workdir),
+                                            "scenarios": sorted(ctx.scenarios)})
+            await daemon.run_forever()
+        finally:
+            await close_parts(parts)
+        return 0
+
+    try:
+        return asyncio.run(main())
+    except RuntimeError as exc:
+        log.error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)

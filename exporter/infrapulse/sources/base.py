@@ -1,0 +1,134 @@
+"""The one small interface every telemetry source implements.
+
+A source class declares its name, its config schema (`CONFIG`, validated under
+`sources.<name>`) and the families it exports (in `infrapulse.catalog`). The daemon creates it
+with its validated config section and a `SourceContext`, then runs `run()` as one asyncio task
+until cancelled. A source publishes `Snapshot`s per target into the store and records each
+target's health; it never raises out of `run()` for a data problem.
+
+`PollingSource` covers the common case (sysfs, ethtool, NVML, HTTP scrapes): implement
+`collect()` and the base class does the timing, the timeout, the health bookkeeping and the
+removal of targets that went away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..schema import Section
+from ..store import Snapshot, Store
+
+
+@dataclass
+class SourceContext:
+    store: Store
+    interval: float  # the global default poll interval, seconds
+    hostname: str = field(default_factory=socket.gethostname)
+    # Where sources keep state across restarts of themselves (not the daemon): unused by most.
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TargetResult:
+    """The outcome of collecting one target: a snapshot, or a failure reason."""
+
+    target: str
+    snapshot: Snapshot | None = None
+    reason: str = "ok"  # short code when snapshot is None: "unreadable", "timeout", ...
+    message: str = ""
+    partial_errors: list[str] = field(default_factory=list)
+
+
+class Source:
+    name: ClassVar[str] = ""
+    CONFIG: ClassVar[Section] = Section()
+    # Which daemon role this source belongs to: "node" or "fabric".
+    role: ClassVar[str] = "node"
+
+    def __init__(self, config: dict, ctx: SourceContext) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.store = ctx.store
+        self.log = logging.getLogger(f"infrapulse.source.{self.name}")
+
+    @classmethod
+    def wanted(cls, config: dict) -> bool:
+        """Whether the daemon should start this source for its config section."""
+        enabled = config.get("enabled", True)
+        return enabled is True or enabled == "auto"
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release resources (threads, channels). Called after run() is cancelled."""
+
+
+class PollingSource(Source):
+    """Calls `collect()` every interval and publishes what it returns."""
+
+    timeout_fraction: ClassVar[float] = 0.9  # a collection may take at most this share of the interval
+
+    def __init__(self, config: dict, ctx: SourceContext) -> None:
+        super().__init__(config, ctx)
+        self.interval: float = config.get("interval") or ctx.interval
+        self._known_targets: set[str] = set()
+
+    @property
+    def stale_after(self) -> float:
+        # Three missed polls (at least 30 s) before a series disappears from /metrics.
+        return max(3 * self.interval, 30.0)
+
+    async def collect(self) -> list[TargetResult]:
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_run = loop.time()
+        while True:
+            await self.poll_once()
+            next_run += self.interval
+            now = loop.time()
+            if next_run < now:  # we fell behind: skip missed ticks rather than burst
+                next_run = now + self.interval
+            await asyncio.sleep(next_run - now)
+
+    async def poll_once(self) -> None:
+        started = time.perf_counter()
+        try:
+            results = await asyncio.wait_for(self.collect(), self.interval * self.timeout_fraction)
+        except asyncio.TimeoutError:
+            self._fail_all("timeout", f"collection took longer than {self.interval * self.timeout_fraction:.3g}s",
+                           time.perf_counter() - started)
+            return
+        except Exception as exc:  # a bug or an unexpected OS error: report it, keep the daemon up
+            self.log.exception("collection failed")
+            self._fail_all("error", f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            return
+        duration = time.perf_counter() - started
+        seen = set()
+        for result in results:
+            seen.add(result.target)
+            if result.snapshot is not None:
+                self.store.publish(self.name, result.target, result.snapshot, self.stale_after)
+                self.store.record_success(self.name, result.target, duration, result.partial_errors)
+            else:
+                self.store.record_failure(self.name, result.target, result.reason, result.message, duration)
+        for gone in self._known_targets - seen:
+            self.store.remove(self.name, gone)
+        self._known_targets = seen
+
+    def _fail_all(self, reason: str, message: str, duration: float) -> None:
+        targets = self._known_targets or {self.default_target()}
+        for target in targets:
+            self.store.record_failure(self.name, target, reason, message, duration)
+        self._known_targets = targets
+
+    def default_target(self) -> str:
+        """The target name reported when a whole collection fails before naming targets."""
+        return self.name

@@ -1,0 +1,31 @@
+"""Parsing helpers for tests: exposition text -> {(name, frozenset(labels)): value}."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from infrapulse.metrics import make_registry
+from prometheus_client import generate_latest
+
+
+def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return out
+
+
+def samples_of(values: dict, name: str) -> dict[frozenset, float]:
+    return {labels: v for (n, labels), v in values.items() if n == name}
+
+
+def value(values: dict, name: str, **labels) -> float:
+    return values[(name, frozenset(labels.items()))]
+
+
+def render_store(store, state=None) -> dict:
+    from infrapulse.metrics import DaemonState
+
+    registry = make_registry(store, state or DaemonState("testhost", "node"))
+    return parse_exposition(generate_latest(registry).decode())
