@@ -18,8 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from aiohttp import web
+
 from .. import config as config_mod
 from ..schema import parse_duration
+from .scenarios import ScenarioBoard
 
 log = logging.getLogger("infrapulse.demo")
 
@@ -30,7 +33,7 @@ DEMO_NODES = ("gpu-node-01", "gpu-node-02", "gpu-node-03", "gpu-node-04")
 @dataclass
 class DemoContext:
     workdir: Path
-    scenarios: set[str]
+    scenarios: ScenarioBoard
     hostname: str = DEMO_NODES[0]  # the node the demo daemon pretends to be
     nodes: tuple[str, ...] = DEMO_NODES
     rng: random.Random = field(default_factory=lambda: random.Random(7))
@@ -108,17 +111,18 @@ def run_demo(args) -> int:
     own_workdir = args.workdir is None
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="infrapulse-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    ctx = DemoContext(workdir=workdir, scenarios=set(args.scenario))
+    ctx = DemoContext(workdir=workdir, scenarios=ScenarioBoard(set(args.scenario)))
 
     async def main() -> int:
         parts = await start_parts(ctx)
         try:
             cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
             daemon = Daemon(cfg, hostname=ctx.hostname)
+            daemon.app_extensions.append(scenario_routes(ctx.scenarios))
             if args.duration:
                 asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)
             log.info("demo running", extra={"listen": daemon.listen, "workdir": str(workdir),
-                                            "scenarios": sorted(ctx.scenarios)})
+                                            "scenarios": ctx.scenarios.names()})
             await daemon.run_forever()
         finally:
             await close_parts(parts)
@@ -134,3 +138,31 @@ def run_demo(args) -> int:
     finally:
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def scenario_routes(board: ScenarioBoard):
+    """HTTP control of the demo's anomalies (only the demo daemon has these routes)."""
+
+    async def list_scenarios(request: web.Request) -> web.Response:
+        return web.json_response({"active": board.names(), "known": known_scenarios()})
+
+    async def set_scenario(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+            name = body["name"]
+        except (ValueError, KeyError, TypeError):
+            return web.json_response({"error": 'expected JSON {"name": ..., "active": true}'}, status=400)
+        if name not in known_scenarios():
+            return web.json_response({"error": f"unknown scenario {name!r}"}, status=404)
+        if body.get("active", True):
+            board.activate(name, body.get("duration"))
+        else:
+            board.deactivate(name)
+        log.info("scenario changed", extra={"scenario": name, "active": board.active(name)})
+        return web.json_response({"active": board.names()})
+
+    def extend(app: web.Application) -> None:
+        app.router.add_get("/api/v1/scenarios", list_scenarios)
+        app.router.add_post("/api/v1/scenarios", set_scenario)
+
+    return extend

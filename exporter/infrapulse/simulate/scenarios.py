@@ -1,0 +1,46 @@
+"""Which anomalies are active right now, shared by every simulator of one demo.
+
+Simulators ask `board.active("pfc-storm")` (and `board.elapsed(...)` for ramps) each time they
+advance their counters. The demo turns scenarios on from `--scenario` and over HTTP
+(`POST /api/v1/scenarios {"name": ..., "active": true, "duration": 60}`), so end-to-end tests
+can start an anomaly and watch the alert resolve after it ends.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class ScenarioBoard:
+    def __init__(self, initial: set[str] | None = None, clock=time.monotonic) -> None:
+        self._clock = clock
+        self._started: dict[str, float] = {}
+        self._until: dict[str, float | None] = {}
+        for name in initial or ():
+            self.activate(name)
+
+    def activate(self, name: str, duration: float | None = None) -> None:
+        now = self._clock()
+        if not self.active(name):
+            self._started[name] = now
+        self._until[name] = now + duration if duration else None
+
+    def deactivate(self, name: str) -> None:
+        self._started.pop(name, None)
+        self._until.pop(name, None)
+
+    def active(self, name: str) -> bool:
+        if name not in self._started:
+            return False
+        until = self._until.get(name)
+        if until is not None and self._clock() >= until:
+            self.deactivate(name)
+            return False
+        return True
+
+    def elapsed(self, name: str) -> float:
+        """Seconds since the scenario started (0 when inactive): lets simulators ramp up."""
+        return self._clock() - self._started[name] if self.active(name) else 0.0
+
+    def names(self) -> list[str]:
+        return sorted(n for n in list(self._started) if self.active(n))
