@@ -16,11 +16,11 @@ def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:
     return out
 
 
-def samples_of(values: dict, name: str) -> dict[frozenset, float]:
+def samples_of(values: dict, name: str, /) -> dict[frozenset, float]:
     return {labels: v for (n, labels), v in values.items() if n == name}
 
 
-def value(values: dict, name: str, **labels) -> float:
+def value(values: dict, name: str, /, **labels) -> float:
     return values[(name, frozenset(labels.items()))]
 
 

@@ -71,7 +71,7 @@ def load_text(text: str, file: str = "<config>") -> dict[str, Any]:
     try:
         return root_schema().validate(data, "")
     except SchemaError as exc:
-        raise ConfigError(file, exc.path, exc.reason) from None
+        raise ConfigError(file, exc.path or "<top level>", exc.reason) from None
 
 
 def load_file(path: str | Path) -> dict[str, Any]:

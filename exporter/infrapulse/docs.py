@@ -1,0 +1,168 @@
+"""Generate docs/metrics.md (from the catalogue) and docs/configuration.md (from the schema).
+
+`infrapulse docs --write` regenerates both; `infrapulse docs --check` (and a test) fails when
+the committed files differ from what the code declares, so the docs cannot drift.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from . import catalog
+from .schema import Duration, Field, ListOf, Section, format_duration, walk
+
+ROOT = Path(__file__).resolve().parents[2]
+
+METRICS_HEADER = """# Metrics reference
+
+Generated from the code by `make docs` (`infrapulse docs --write`); a test fails when this
+file and the code disagree. Every family is prefixed `infrapulse_`, uses base units (bytes,
+seconds, ratios 0-1, celsius, joules, watts), and carries no target labels (`instance`, `job`,
+`cluster` come from Prometheus). Counters end in `_total` and are exposed raw: use `rate()` or
+`increase()`. Series of something that disappeared (a port, a GPU, a switch) leave /metrics
+after their source's staleness window (three missed polls, at least 30 s).
+
+## Joining a node's series to the switch ports that serve it
+
+Each node instance exports `infrapulse_node_info{hostname, role}`; each fabric instance exports
+`infrapulse_switch_lldp_neighbor_info{switch, interface, neighbor_system, neighbor_port}`, one
+series per switch port whose LLDP neighbour is a host. Matching `neighbor_system` to
+`hostname` ties a node to the switch ports (and so the queues and PFC counters) in front of
+its NICs, even when node and fabric run as separate instances:
+
+```promql
+# ECN-marked ratio of every switch queue that serves a node, labelled with the node's hostname
+  (
+      sum by (switch, interface) (rate(infrapulse_switch_queue_ecn_marked_packets_total[5m]))
+    / sum by (switch, interface) (rate(infrapulse_switch_queue_transmitted_packets_total[5m]))
+  )
+* on (switch, interface) group_left (hostname)
+  label_replace(max by (switch, interface, neighbor_system) (infrapulse_switch_lldp_neighbor_info),
+                "hostname", "$1", "neighbor_system", "(.*)")
+```
+
+Join the result to node series `on (hostname)` through `infrapulse_node_info` (e.g. to put a
+node's serving TTFT p95 beside the congestion in front of it, as the Correlation dashboard does).
+
+"""
+
+CONFIG_HEADER = """# Configuration reference
+
+Generated from the config schema by `make docs` (`infrapulse docs --write`); a test fails when
+this file and the code disagree.
+
+infrapulse reads one YAML file: `infrapulse run --config FILE`. Validate it with
+`infrapulse check-config FILE`: an unknown key, a wrong type, a bad duration or an unreadable
+file stops with exit code 2 and one line naming the file, the key path and the reason, e.g.
+
+```
+config error: node.yaml: sources.infiniband.devices[1]: invalid regular expression '[': ...
+```
+
+Durations are written like Prometheus durations: `250ms`, `5s`, `1m30s`, `2h`. Every key is
+optional unless marked required; a source block that is absent keeps its defaults. `kill -HUP`
+re-reads the file: a valid new config restarts only the sources whose settings changed, an
+invalid one is logged and the running config stays (`infrapulse_config_last_reload_successful`
+drops to 0). `--listen HOST:PORT` on the command line overrides `listen`.
+
+Examples: [deploy/config/node.yaml](../deploy/config/node.yaml) (a GPU node) and
+[deploy/config/fabric.yaml](../deploy/config/fabric.yaml) (a gNMI fabric collector).
+
+| key | type | default | meaning |
+| --- | --- | --- | --- |
+"""
+
+
+def load_everything() -> None:
+    """Import every module that declares families, so the catalogue is complete."""
+    from .sources import registry
+
+    registry()
+    importlib.import_module("infrapulse.metrics")
+    for name in ("infrapulse.health.families", "infrapulse.health.service"):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def metrics_markdown() -> str:
+    load_everything()
+    by_source: dict[str, list[catalog.Family]] = {}
+    for family in catalog.all_families():
+        by_source.setdefault(family.source or "other", []).append(family)
+    out = [METRICS_HEADER]
+    for source in sorted(by_source):
+        out.append(f"## Source `{source}`\n\n| family | type | unit | labels | meaning |\n| --- | --- | --- | --- | --- |\n")
+        for f in by_source[source]:
+            labels = ", ".join(f"`{x}`" for x in f.labels)
+            if f.optional_labels:
+                labels += (", " if labels else "") + ", ".join(f"`{x}`?" for x in f.optional_labels)
+            out.append(f"| `{f.name}` | {f.type} | {f.unit or '-'} | {labels or '-'} | {_md(f.help)} |\n")
+        out.append("\n")
+    out.append("`label?` marks a label present only when the data has it.\n")
+    return "".join(out)
+
+
+def _default_text(decl: Field) -> str:
+    if isinstance(decl, Section):
+        return ""
+    value = decl.default
+    if value is None or value == [] or value == {}:
+        return "-"
+    if isinstance(decl, Duration) and not isinstance(value, str):
+        value = format_duration(value)
+    if isinstance(value, bool):
+        value = str(value).lower()
+    return f"`{value}`"
+
+
+def configuration_markdown() -> str:
+    from .config import root_schema
+
+    load_everything()
+    rows = [CONFIG_HEADER]
+    for path, decl in walk(root_schema()):
+        type_doc = decl.type_doc()
+        if isinstance(decl, ListOf) and isinstance(decl.item, Section):
+            type_doc = "list of mappings"
+        required = " **(required)**" if decl.required else ""
+        rows.append(f"| `{path}` | {_md(type_doc)} | {_default_text(decl)} | {_md(decl.doc)}{required} |\n")
+    return "".join(rows)
+
+
+GENERATED = {
+    "docs/metrics.md": metrics_markdown,
+    "docs/configuration.md": configuration_markdown,
+}
+
+
+def cmd_docs(args) -> int:
+    stale = []
+    for rel, make in GENERATED.items():
+        path = ROOT / rel
+        text = make()
+        if args.write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {rel}")
+        elif not path.exists() or path.read_text() != text:
+            stale.append(rel)
+    if stale:
+        print(f"out of date: {', '.join(stale)} (run `make docs`)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md and docs/configuration.md",
+                            description="Regenerate (--write) or check (default) the generated reference docs.")
+    parser.add_argument("--write", action="store_true", help="write the files instead of checking them")
+    parser.set_defaults(func=cmd_docs)
