@@ -52,6 +52,10 @@ def root_schema() -> Section:
                         "auto derives it from the enabled sources; it is exported as "
                         "infrapulse_node_info{role}.", default="auto",
                         choices=("auto", "node", "fabric", "both")),
+            "hostname": Str("Host name exported as infrapulse_node_info{hostname}; it must match the LLDP "
+                            "system name the switches see for this node. Default: the INFRAPULSE_HOSTNAME "
+                            "environment variable, else the system host name (set INFRAPULSE_HOSTNAME from "
+                            "spec.nodeName in a Kubernetes pod without hostNetwork).", default=""),
             "health": _health_section(),
             "sources": _sources_section(),
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import socket
 import time
@@ -40,7 +41,8 @@ class Daemon:
         self.config_path = config_path
         self.listen_override = listen_override
         self.store = Store()
-        self.state = DaemonState(hostname or socket.gethostname(), self._role(config))
+        hostname = hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME") or socket.gethostname()
+        self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
         self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
         self.app_extensions: list[Callable[[web.Application], None]] = []
@@ -189,6 +191,8 @@ class Daemon:
         old_listen = self.listen
         self.config = new
         self.state.role = self._role(new)
+        if new.get("hostname"):
+            self.state.hostname = new["hostname"]
         self._start_sources(new, only=wanted - set(self.sources))
         for hook in self.on_reload:
             hook(new)
