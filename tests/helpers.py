@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infrapulse.metrics import make_registry
-from prometheus_client import generate_latest
 
 
 def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:

@@ -9,6 +9,7 @@ import signal
 import time
 
 import aiohttp
+
 from daemon_proc import DaemonProcess
 from helpers import parse_exposition, value
 

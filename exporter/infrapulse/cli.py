@@ -34,6 +34,9 @@ def _add_daemon_flags(parser: argparse.ArgumentParser) -> None:
                         help="address for /metrics and the API, overriding the config (default 0.0.0.0:9477)")
     parser.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                        help="exporter-toolkit web config: TLS and basic auth for every endpoint "
+                             "(re-read when it changes; see docs/security.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,8 +102,25 @@ def cmd_run(args) -> int:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     logs.setup(args.log_format, args.log_level)
-    daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen)
+    try:
+        security = web_security(args)
+    except ValueError as exc:
+        print(f"web config error: {exc}", file=sys.stderr)
+        return 2
+    daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen, web_security=security)
     return _run_daemon(daemon)
+
+
+def web_security(args):
+    """The WebSecurity for --web.config.file, or None. Raises ValueError with a clear message."""
+    if not getattr(args, "web_config_file", None):
+        return None
+    from .webconfig import WebConfigError, WebSecurity
+
+    try:
+        return WebSecurity(args.web_config_file)
+    except WebConfigError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _run_daemon(daemon, before=None, after=None) -> int:

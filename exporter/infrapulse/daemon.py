@@ -36,7 +36,8 @@ STOP_GRACE_SECONDS = 1.5
 
 class Daemon:
     def __init__(self, config: dict[str, Any], config_path: str | None = None,
-                 listen_override: str | None = None, hostname: str | None = None) -> None:
+                 listen_override: str | None = None, hostname: str | None = None,
+                 web_security=None) -> None:
         self.config = config
         self.config_path = config_path
         self.listen_override = listen_override
@@ -48,6 +49,7 @@ class Daemon:
         self.app_extensions: list[Callable[[web.Application], None]] = []
         self.services: list[asyncio.Task] = []
         self.on_reload: list[Callable[[dict], None]] = []
+        self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
         self._runner: web.AppRunner | None = None
         self._site_address: str | None = None
         self._stop = asyncio.Event()
@@ -70,17 +72,23 @@ class Daemon:
                 continue
             module.attach(self)
         self._start_sources(self.config)
+        if self.web_security is not None:
+            self.services.append(asyncio.create_task(self.web_security.watch(), name="web-config-watch"))
         await self._start_http()
         log.info("infrapulse started", extra={"listen": self.listen, "role": self.state.role,
                                                "sources": sorted(self.sources)})
 
     async def _start_http(self) -> None:
-        app = make_app(self.store, self.state, self.registry, self.app_extensions)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        security = self.web_security
+        middlewares = [security.middleware] if security is not None else []
+        app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares)
+        # Idle keep-alive connections are closed after 15 s so idle clients cannot pile up.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, keepalive_timeout=15)
         await self._runner.setup()
         host, _, port = self.listen.rpartition(":")
         host = host.strip("[]") or None
-        site = web.TCPSite(self._runner, host, int(port), reuse_address=True)
+        ssl_context = security.ssl_context if security is not None else None
+        site = web.TCPSite(self._runner, host, int(port), reuse_address=True, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as exc:

@@ -48,11 +48,12 @@ class DemoPart:
 
 
 def demo_modules() -> list:
+    package = importlib.import_module(__package__)
     found = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if info.name in ("demo", "cli") or info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
+        module = importlib.import_module(f"{__package__}.{info.name}")
         if hasattr(module, "demo_part"):
             found.append(module)
     return found
@@ -97,7 +98,14 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
 
 
 def run_demo(args) -> int:
+    from ..cli import web_security as make_web_security
     from ..daemon import Daemon
+
+    try:
+        web_security = make_web_security(args)
+    except ValueError as exc:
+        print(f"web config error: {exc}")
+        return 2
 
     unknown = set(args.scenario) - set(known_scenarios())
     if unknown:
@@ -117,7 +125,7 @@ def run_demo(args) -> int:
         parts = await start_parts(ctx)
         try:
             cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
-            daemon = Daemon(cfg, hostname=ctx.hostname)
+            daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security)
             daemon.app_extensions.append(scenario_routes(ctx.scenarios))
             if args.duration:
                 asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)

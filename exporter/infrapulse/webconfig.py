@@ -1,0 +1,198 @@
+"""TLS and basic auth for the HTTP server, from an exporter-toolkit compatible web config file.
+
+The file has the shape Prometheus' own exporters read with `--web.config.file`:
+
+    tls_server_config:
+      cert_file: server.crt
+      key_file: server.key
+      client_auth_type: RequireAndVerifyClientCert   # or NoClientCert (default), ...
+      client_ca_file: ca.crt
+      min_version: TLS12
+    basic_auth_users:
+      prometheus: $2b$12$...   # bcrypt hash, e.g. from `htpasswd -nBC 12 prometheus`
+
+The file is re-read when it changes: new certificates and users apply to new connections and
+requests; an invalid new file is logged and the previous settings stay in force. Whether TLS
+is on at all is fixed at start-up (turning it on or off needs a restart, as in exporter-toolkit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import logging
+import os
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bcrypt
+import yaml
+from aiohttp import web
+
+from .schema import MapOf, SchemaError, Section, Str
+
+log = logging.getLogger("infrapulse.web")
+
+CLIENT_AUTH_TYPES = ("NoClientCert", "RequestClientCert", "RequireAnyClientCert",
+                     "VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
+TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
+                "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
+
+SCHEMA = Section(fields={
+    "tls_server_config": Section(fields={
+        "cert_file": Str("Server certificate (PEM).", required=True),
+        "key_file": Str("Server private key (PEM).", required=True),
+        "client_auth_type": Str("Client certificate policy, as in exporter-toolkit.", default="NoClientCert",
+                                choices=CLIENT_AUTH_TYPES),
+        "client_ca_file": Str("CA bundle that client certificates must chain to.", default=""),
+        "min_version": Str("Oldest TLS version accepted.", default="TLS12", choices=tuple(TLS_VERSIONS)),
+        "max_version": Str("Newest TLS version accepted.", default="TLS13", choices=tuple(TLS_VERSIONS)),
+    }, default=None),
+    "basic_auth_users": MapOf("User name -> bcrypt hash of the password.", value=Str()),
+    "http_server_config": Section(fields={}),  # accepted for compatibility; nothing to set here
+})
+
+
+class WebConfigError(Exception):
+    pass
+
+
+@dataclass
+class WebConfig:
+    path: Path
+    tls: dict | None = None
+    users: dict[str, bytes] = field(default_factory=dict)
+
+
+def load(path: str | Path) -> WebConfig:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise WebConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise WebConfigError(f"{path}: invalid YAML: {exc}") from None
+    try:
+        doc = SCHEMA.validate(data, "")
+    except SchemaError as exc:
+        raise WebConfigError(f"{path}: {exc}") from None
+    tls = None
+    if data.get("tls_server_config"):
+        tls = doc["tls_server_config"]
+        base = path.parent
+        for key in ("cert_file", "key_file", "client_ca_file"):
+            if tls[key]:
+                tls[key] = str(base / tls[key])
+        needs_ca = tls["client_auth_type"] in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
+        if needs_ca and not tls["client_ca_file"]:
+            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: required for {tls['client_auth_type']}")
+    users = {}
+    for user, hashed in doc["basic_auth_users"].items():
+        if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
+            raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash ($2b$...)")
+        users[user] = hashed.encode()
+    return WebConfig(path=path, tls=tls, users=users)
+
+
+def _configure_context(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+    try:
+        ctx.load_cert_chain(tls["cert_file"], tls["key_file"])
+        if tls["client_ca_file"]:
+            ctx.load_verify_locations(tls["client_ca_file"])
+    except (OSError, ssl.SSLError) as exc:
+        raise WebConfigError(f"{path}: tls_server_config: cannot load certificates: {exc}") from None
+    ctx.minimum_version = TLS_VERSIONS[tls["min_version"]]
+    ctx.maximum_version = TLS_VERSIONS[tls["max_version"]]
+    # Python cannot request a client certificate without verifying it, so "Request" and
+    # "RequireAny" verify against the CA when one is given; without one they do not ask.
+    mode = tls["client_auth_type"]
+    if mode == "RequireAndVerifyClientCert" or (mode == "RequireAnyClientCert" and tls["client_ca_file"]):
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    elif mode in ("VerifyClientCertIfGiven", "RequestClientCert") and tls["client_ca_file"]:
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    else:
+        ctx.verify_mode = ssl.CERT_NONE
+
+
+class WebSecurity:
+    """Holds the live web config: the SSL context for the listener and the auth middleware."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.config = load(path)
+        self.ssl_context: ssl.SSLContext | None = None
+        if self.config.tls:
+            self.ssl_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            _configure_context(self.ssl_context, self.config.tls, self.config.path)
+        self._verified: set[bytes] = set()  # digests of credentials already checked against bcrypt
+        self._mtime = self._stat()
+        log.info("web config loaded", extra={"file": str(path), "tls": bool(self.config.tls),
+                                             "basic_auth_users": len(self.config.users)})
+
+    def _stat(self) -> tuple:
+        paths = [self.config.path]
+        if self.config.tls:
+            paths += [Path(self.config.tls[k]) for k in ("cert_file", "key_file", "client_ca_file")
+                      if self.config.tls[k]]
+        out = []
+        for p in paths:
+            try:
+                st = os.stat(p)
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def reload_if_changed(self) -> bool:
+        stamp = self._stat()
+        if stamp == self._mtime:
+            return False
+        self._mtime = stamp
+        try:
+            new = load(self.config.path)
+            if bool(new.tls) != bool(self.config.tls):
+                raise WebConfigError(f"{new.path}: turning TLS on or off needs a restart")
+            if new.tls:
+                _configure_context(self.ssl_context, new.tls, new.path)
+        except WebConfigError as exc:
+            log.error("web config reload failed; keeping the previous settings", extra={"error": str(exc)})
+            return False
+        self.config = new
+        self._verified.clear()
+        log.info("web config reloaded", extra={"file": str(new.path)})
+        return True
+
+    async def watch(self, every: float = 2.0) -> None:
+        while True:
+            await asyncio.sleep(every)
+            self.reload_if_changed()
+
+    async def _authorized(self, header: str | None) -> bool:
+        users = self.config.users
+        if not users:
+            return True
+        if not header or not header.startswith("Basic "):
+            return False
+        try:
+            user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+        except (ValueError, UnicodeDecodeError):
+            return False
+        hashed = users.get(user)
+        if hashed is None:
+            return False
+        digest = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed))).digest()
+        if digest in self._verified:
+            return True
+        # bcrypt is deliberately slow (~0.1-0.3 s): check once per credential, off the loop.
+        ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed)
+        if ok:
+            self._verified.add(digest)
+        return ok
+
+    @web.middleware
+    async def middleware(self, request: web.Request, handler):
+        if not await self._authorized(request.headers.get("Authorization")):
+            return web.Response(status=401, text="Unauthorized\n",
+                                headers={"WWW-Authenticate": 'Basic realm="infrapulse"'})
+        return await handler(request)
