@@ -1,0 +1,182 @@
+"""Fabric / NOC: switch PFC, ECN, queues, links and LLDP over gNMI; the RDMA NIC side per node."""
+
+from __future__ import annotations
+
+from grafana import Dashboard, alert_annotation, heatmap, query_variable, row, stat, table, target, timeseries
+from promql import SCOPE, by, increase, rate, ratio, sel
+
+UID = "infrapulse-fabric"
+
+# Switch series are selected by the fabric instance plus the switch and interface variables.
+SWITCH = {**SCOPE, "switch": "$switch", "interface": "$interface"}
+
+
+def sw(metric: str, **extra: str) -> str:
+    return sel(metric, SWITCH, **extra)
+
+
+def build() -> Dashboard:
+    panels = [
+        row("Switches"),
+        stat("Switches streaming",
+             "Switches whose gNMI stream is established and synced (infrapulse_switch_up == 1).",
+             [target(f"sum({sel('infrapulse_switch_up', {**SCOPE, 'switch': '$switch'})})")], "none"),
+        stat("Switches down",
+             "Configured switches whose gNMI stream is down (connect failure, authentication, stall).",
+             [target(f"count({sel('infrapulse_switch_up', {**SCOPE, 'switch': '$switch'})} == 0) or vector(0)")],
+             "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
+        stat("Ports operationally down",
+             "Switch ports of the selection whose oper-status is not UP.",
+             [target(f"count({sw('infrapulse_switch_interface_oper_up')} == 0) or vector(0)")],
+             "none", steps=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
+        stat("Links flapping (10m)",
+             "Ports with at least one carrier transition in the last 10 minutes.",
+             [target(f"count({increase(sw('infrapulse_switch_interface_carrier_transitions_total'), '10m')} > 0)"
+                     " or vector(0)")],
+             "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
+        timeseries("gNMI updates per switch",
+                   "Telemetry updates received per second from each switch; a drop to zero with the "
+                   "stream still up means the switch stopped sampling.",
+                   [target(by("switch", rate(sel("infrapulse_switch_updates_total", {**SCOPE, "switch": "$switch"}))),
+                           "{{switch}}")], "cps", min=0),
+        timeseries("Time since last update",
+                   "Seconds since each switch last sent an update (on-change paths may be quiet; sampled "
+                   "counters should update every sample interval).",
+                   [target(f"time() - {sel('infrapulse_switch_last_update_timestamp_seconds', {**SCOPE, 'switch': '$switch'})}",
+                           "{{switch}}")], "s", min=0),
+        row("Priority flow control (switch)"),
+        timeseries("PFC pause frames by priority",
+                   "PFC pause frames per second per switch port and priority. rx = the port was paused "
+                   "by its neighbour, tx = the switch paused the neighbour (its buffer filled). Lossless "
+                   "RoCE traffic usually runs on priority 3.",
+                   [target(by("switch, interface, priority, direction", rate(sw("infrapulse_switch_pfc_pause_frames_total"))),
+                           "{{switch}} {{interface}} p{{priority}} {{direction}}")], "pps", min=0),
+        timeseries("PFC pause time ratio",
+                   "Fraction of time each switch port spent paused per priority (pause duration / wall "
+                   "time), where the switch reports durations. Sustained values above a few percent "
+                   "throttle the RDMA flows behind that port.",
+                   [target(by("switch, interface, priority, direction",
+                              rate(sw("infrapulse_switch_pfc_pause_duration_seconds_total")), "max"),
+                           "{{switch}} {{interface}} p{{priority}} {{direction}}")],
+                   "percentunit", min=0),
+        row("ECN and queues (switch)"),
+        timeseries("ECN-marked ratio per queue",
+                   "ECN-marked packets / transmitted packets per switch egress queue. Marking is DCQCN's "
+                   "early congestion signal: a ratio of a few percent means the queue is congested and "
+                   "senders are slowing down.",
+                   [target(ratio(sw("infrapulse_switch_queue_ecn_marked_packets_total"),
+                                 sw("infrapulse_switch_queue_transmitted_packets_total"), "switch, interface, queue"),
+                           "{{switch}} {{interface}} q{{queue}}")], "percentunit", min=0),
+        heatmap("Queue depth distribution",
+                "Distribution of instantaneous egress queue depths across the selected ports and queues "
+                "per time step: mass moving up means buffers are filling fabric-wide.",
+                [target(sw("infrapulse_switch_queue_depth_bytes"), "{{switch}} {{interface}} q{{queue}}")], "bytes"),
+        timeseries("Queue watermarks",
+                   "Peak queue occupancy per port (highest queue) where the switch reports watermarks.",
+                   [target(by("switch, interface", sw("infrapulse_switch_queue_watermark_bytes"), "max"),
+                           "{{switch}} {{interface}}")], "bytes", min=0),
+        timeseries("Queue drops",
+                   "Packets dropped per second per egress queue: on a lossless queue any drop is a "
+                   "misconfiguration (PFC not protecting that priority).",
+                   [target(by("switch, interface, queue", rate(sw("infrapulse_switch_queue_dropped_packets_total"))),
+                           "{{switch}} {{interface}} q{{queue}}")], "pps", min=0),
+        row("Links (switch)"),
+        timeseries("Port throughput",
+                   "Bytes per second received (rx) and transmitted (tx) per switch port.",
+                   [target(by("switch, interface", rate(sw("infrapulse_switch_interface_received_bytes_total"))),
+                           "{{switch}} {{interface}} rx"),
+                    target(by("switch, interface", rate(sw("infrapulse_switch_interface_transmitted_bytes_total"))),
+                           "{{switch}} {{interface}} tx")], "Bps", min=0),
+        timeseries("Link errors and discards",
+                   "Interface errors, discards and FCS errors per second. FCS errors on a link that stays "
+                   "up are the half-dead-link smell (dirty optics, bad cable).",
+                   [target(by("switch, interface, direction", rate(sw("infrapulse_switch_interface_errors_total"))),
+                           "errors {{switch}} {{interface}} {{direction}}"),
+                    target(by("switch, interface, direction", rate(sw("infrapulse_switch_interface_discards_total"))),
+                           "discards {{switch}} {{interface}} {{direction}}"),
+                    target(by("switch, interface", rate(sw("infrapulse_switch_interface_fcs_errors_total"))),
+                           "fcs {{switch}} {{interface}}")], "pps", min=0),
+        timeseries("Carrier transitions (link flaps)",
+                   "Carrier transitions per port over the last 10 minutes; 3 or more is a flapping link.",
+                   [target(by("switch, interface",
+                              increase(sw("infrapulse_switch_interface_carrier_transitions_total"), "10m")),
+                           "{{switch}} {{interface}}")], "short", min=0),
+        timeseries("Ports up per switch",
+                   "Ports operationally up, against the ports the switch reports.",
+                   [target(by("switch", sw("infrapulse_switch_interface_oper_up")), "{{switch}} up"),
+                    target(by("switch", sw("infrapulse_switch_interface_oper_up"), "count"), "{{switch}} total")],
+                   "none", min=0),
+        table("LLDP neighbours",
+              "Which host and NIC port sits behind each switch port (LLDP). neighbor_system matches "
+              "infrapulse_node_info{hostname} of the node instance, which joins node and fabric series.",
+              [target(sw("infrapulse_switch_lldp_neighbor_info"), instant=True, table=True)],
+              hide=("Time", "__name__", "Value"), width=24),
+        row("RDMA NICs (node side)"),
+        timeseries("CNPs sent and handled",
+                   "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
+                   "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "
+                   "rate). The NIC-side echo of switch ECN marking.",
+                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_cnp_sent_total"))),
+                           "sent {{instance}} {{device}}/{{port}}"),
+                    target(by("instance, device, port", rate(sel("infrapulse_rdma_cnp_handled_total"))),
+                           "handled {{instance}} {{device}}/{{port}}")], "pps", min=0),
+        timeseries("ECN-marked packets received",
+                   "RoCE packets arriving ECN-marked per RDMA port (np_ecn_marked_roce_packets), and per "
+                   "NIC priority from the driver statistics.",
+                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_ecn_marked_packets_total"))),
+                           "{{instance}} {{device}}/{{port}}"),
+                    target(by("instance, interface, priority", rate(sel("infrapulse_nic_ecn_marked_packets_total"))),
+                           "{{instance}} {{interface}} p{{priority}}")], "pps", min=0),
+        timeseries("RDMA retransmissions",
+                   "Retransmission-related events per second per RDMA port and reason (sequence errors, "
+                   "ACK timeouts, RNR NAKs, ...): packet loss or receiver stalls on the path.",
+                   [target(by("instance, device, port, reason", rate(sel("infrapulse_rdma_retransmission_events_total"))),
+                           "{{instance}} {{device}}/{{port}} {{reason}}")], "cps", min=0),
+        timeseries("NIC PFC pause frames",
+                   "PFC pause frames per second per NIC interface and priority (rx: the switch paused "
+                   "this NIC; tx: this NIC paused the switch because its receive buffer filled).",
+                   [target(by("instance, interface, priority, direction", rate(sel("infrapulse_nic_pfc_pause_frames_total"))),
+                           "{{instance}} {{interface}} p{{priority}} {{direction}}")], "pps", min=0),
+        timeseries("NIC PFC pause time ratio",
+                   "Fraction of time each NIC priority spent paused (pause duration / wall time).",
+                   [target(by("instance, interface, priority, direction",
+                              rate(sel("infrapulse_nic_pfc_pause_duration_seconds_total")), "max"),
+                           "{{instance}} {{interface}} p{{priority}} {{direction}}")], "percentunit", min=0),
+        timeseries("RDMA port throughput",
+                   "Bytes per second received and transmitted per RDMA port (PMA counters).",
+                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_port_received_bytes_total"))),
+                           "rx {{instance}} {{device}}/{{port}}"),
+                    target(by("instance, device, port", rate(sel("infrapulse_rdma_port_transmitted_bytes_total"))),
+                           "tx {{instance}} {{device}}/{{port}}")], "Bps", min=0),
+        timeseries("RDMA port errors",
+                   "Symbol errors, receive errors, link-downed events and out-of-buffer drops per second "
+                   "per RDMA port.",
+                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_port_symbol_errors_total"))),
+                           "symbol {{instance}} {{device}}/{{port}}"),
+                    target(by("instance, device, port", rate(sel("infrapulse_rdma_port_receive_errors_total"))),
+                           "rcv {{instance}} {{device}}/{{port}}"),
+                    target(by("instance, device, port", rate(sel("infrapulse_rdma_port_link_downed_total"))),
+                           "link downed {{instance}} {{device}}/{{port}}"),
+                    target(by("instance, device, port", rate(sel("infrapulse_rdma_out_of_buffer_total"))),
+                           "out of buffer {{instance}} {{device}}/{{port}}")], "cps", min=0),
+        timeseries("RDMA ports ACTIVE",
+                   "RDMA ports in state ACTIVE (4) against all ports, per node.",
+                   [target(by("instance", f"{sel('infrapulse_rdma_port_state')} == bool 4"), "{{instance}} active"),
+                    target(by("instance", sel("infrapulse_rdma_port_state"), "count"), "{{instance}} total")],
+                   "none", min=0),
+    ]
+    return Dashboard(
+        uid=UID, title="infrapulse / Fabric (NOC)",
+        description="Lossless-fabric health for the network team: switch PFC, ECN marking, queue depth, "
+                    "drops, link errors and flaps, LLDP neighbours, and the RDMA NIC side on every node.",
+        tags=["fabric", "noc"],
+        variables=[
+            query_variable("job", "label_values(infrapulse_build_info, job)"),
+            query_variable("instance", 'label_values(infrapulse_build_info{job=~"$job"}, instance)'),
+            query_variable("switch", 'label_values(infrapulse_switch_up{job=~"$job", instance=~"$instance"}, switch)'),
+            query_variable("interface", 'label_values(infrapulse_switch_interface_oper_up{job=~"$job", '
+                                        'instance=~"$instance", switch=~"$switch"}, interface)'),
+        ],
+        panels=panels,
+        annotations=[alert_annotation("Network alerts", 'ALERTS{alertstate="firing", team="noc"}', "red")],
+    )

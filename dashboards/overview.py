@@ -1,0 +1,122 @@
+"""Cluster overview: health scores, components, top detractors, source status, firing alerts."""
+
+from __future__ import annotations
+
+from grafana import (
+    SCORE_STEPS,
+    Dashboard,
+    alert_annotation,
+    query_variable,
+    row,
+    stat,
+    table,
+    target,
+    timeseries,
+)
+from promql import by, rate, sel
+
+UID = "infrapulse-overview"
+
+SCORE = sel("infrapulse_health_score")
+# Joining node_info gives each instance's role (node, fabric, both) to the score series.
+SCORE_WITH_ROLE = (f"{SCORE}\n* on (job, instance) group_left (role)\n"
+                   f"{by('job, instance, role', sel('infrapulse_node_info'), 'max')}")
+
+
+def build() -> Dashboard:
+    panels = [
+        row("Health"),
+        stat("Cluster health score",
+             "Mean health score (0-100) over the selected instances. Below 60 is degraded, below 40 "
+             "critical. A low mean hides nothing: see the worst instance beside it.",
+             [target(f"avg({SCORE})")], "none", steps=SCORE_STEPS, min=0, max=100),
+        stat("Worst instance score",
+             "The lowest health score of any selected instance: one broken node or switch fabric "
+             "shows here even when the cluster mean looks fine.",
+             [target(f"min({SCORE})")], "none", steps=SCORE_STEPS, min=0, max=100),
+        stat("Health data coverage",
+             "Share of the health signals that had data (unknown signals are left out of the score, "
+             "never counted as healthy). Low coverage means the score rests on few signals.",
+             [target(f"avg({sel('infrapulse_health_coverage_ratio')})")], "percentunit",
+             steps=[{"color": "red", "value": None}, {"color": "orange", "value": 0.5},
+                    {"color": "green", "value": 0.8}], min=0, max=1),
+        stat("Alerts firing",
+             "Number of infrapulse alerts firing now (all severities and teams).",
+             [target('count(ALERTS{alertstate="firing", alertname=~"Infrapulse.*"}) or vector(0)')],
+             "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
+        timeseries("Health score by role",
+                   "Mean and minimum health score of node instances (GPU hosts) and fabric instances "
+                   "(switch collectors), from infrapulse_node_info{role}.",
+                   [target(by("role", SCORE_WITH_ROLE, "avg"), "mean {{role}}"),
+                    target(by("role", SCORE_WITH_ROLE, "min"), "min {{role}}")],
+                   "none", min=0, max=100),
+        timeseries("Health score per instance",
+                   "Overall health score of every selected instance; caps apply when a critical "
+                   "signal fires (e.g. an XID or a flapping link).",
+                   [target(SCORE, "{{instance}}")], "none", min=0, max=100),
+        timeseries("Component scores",
+                   "Sub-score of each component (network, rdma, gpu, serving, ...) per instance.",
+                   [target(sel("infrapulse_health_component_score"), "{{instance}} {{component}}")],
+                   "none", min=0, max=100),
+        table("Top detractors",
+              "The three signals that pull each instance's score down the most, with the target "
+              "(port, queue, GPU, endpoint) they were measured on. /api/v1/health on the instance "
+              "has the measured value and the threshold.",
+              [target(sel("infrapulse_health_detractor_info"), instant=True, table=True)],
+              hide=("Time", "__name__", "Value"), width=12),
+        table("Lowest signal scores",
+              "The ten lowest signal sub-scores across the selected instances (worst target of each "
+              "signal).",
+              [target(f"bottomk(10, {sel('infrapulse_health_signal_score')})", instant=True, table=True)],
+              width=12),
+        row("Sources"),
+        table("Source status",
+              "Each source instance (source, target) with the reason of its last collection: ok, "
+              "partial, or why it failed. Value 1 = up.",
+              [target(f"{sel('infrapulse_source_up')}\n* on (job, instance, source, target) group_left (reason)\n"
+                      f"{sel('infrapulse_source_status_info')}", instant=True, table=True)],
+              width=12),
+        timeseries("Sources down",
+                   "Source instances whose last collection failed, per scrape target.",
+                   [target(by("job, instance", f"{sel('infrapulse_source_up')} == bool 0"), "{{instance}}")],
+                   "none", min=0),
+        timeseries("Collection duration",
+                   "Wall time of the last collection per source instance; a slow source never delays "
+                   "others or a scrape, but a rising value shows a struggling device or endpoint.",
+                   [target(sel("infrapulse_source_collect_duration_seconds"), "{{instance}} {{source}} {{target}}")],
+                   "s", min=0),
+        timeseries("Collection errors",
+                   "Failed collections per second, per source instance.",
+                   [target(by("job, instance, source", rate(sel("infrapulse_source_errors_total"))),
+                           "{{instance}} {{source}}")],
+                   "cps", min=0),
+        timeseries("Scrape health",
+                   "Prometheus's own view: whether each exporter was scraped (up) and how long the scrape "
+                   "took.",
+                   [target(sel("up"), "up {{instance}}"),
+                    target(sel("scrape_duration_seconds"), "scrape {{instance}}")],
+                   "none", right_axis={"B": "s"}, min=0),
+        timeseries("Series per source",
+                   "Series each source holds in the exporter (cardinality self-monitoring).",
+                   [target(sel("infrapulse_exporter_series"), "{{instance}} {{source}}")], "short", min=0),
+        row("Alerts"),
+        table("Firing and pending alerts",
+              "Every infrapulse alert that is pending or firing now, with its team (noc, ml) and "
+              "severity.",
+              [target('ALERTS{alertname=~"Infrapulse.*"}', instant=True, table=True)],
+              hide=("Time", "__name__", "Value"), width=24),
+    ]
+    return Dashboard(
+        uid=UID, title="infrapulse / Cluster overview",
+        description="Health of the AI cluster at a glance: cluster, node and fabric scores, component "
+                    "scores, top detractors, source status and firing alerts.",
+        tags=["overview"],
+        variables=[
+            query_variable("job", "label_values(infrapulse_build_info, job)"),
+            query_variable("instance", 'label_values(infrapulse_build_info{job=~"$job"}, instance)'),
+        ],
+        panels=panels,
+        annotations=[alert_annotation("Critical alerts",
+                                      'ALERTS{alertstate="firing", severity="critical", alertname=~"Infrapulse.*"}',
+                                      "red")],
+    )
