@@ -25,14 +25,15 @@ def port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def running_daemon(config_text: str, config_path: Path | None = None, hostname: str = "testhost"):
+async def running_daemon(config_text: str, config_path: Path | None = None, hostname: str = "testhost",
+                         web_security=None):
     """Start a Daemon in this event loop on a free loopback port; yields it."""
     from infrapulse import config as config_mod
     from infrapulse.daemon import Daemon
 
     cfg = config_mod.load_text(config_text, str(config_path or "<test>"))
     daemon = Daemon(cfg, config_path=str(config_path) if config_path else None,
-                    listen_override=f"127.0.0.1:{free_port()}", hostname=hostname)
+                    listen_override=f"127.0.0.1:{free_port()}", hostname=hostname, web_security=web_security)
     await daemon.start()
     try:
         yield daemon

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from . import schema
-from .schema import Duration, HostPort, SchemaError, Section, Str
+from .schema import Duration, HostPort, Int, SchemaError, Section, Str
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 
@@ -56,6 +56,12 @@ def root_schema() -> Section:
                             "system name the switches see for this node. Default: the INFRAPULSE_HOSTNAME "
                             "environment variable, else the system host name (set INFRAPULSE_HOSTNAME from "
                             "spec.nodeName in a Kubernetes pod without hostNetwork).", default=""),
+            "http": Section(doc="HTTP server limits.", fields={
+                "max_connections": Int("Open connections accepted at once; more are closed on arrival.",
+                                       default=256, min=1),
+                "idle_timeout": Duration("A connection that sends no request for this long is closed.",
+                                         default="15s", min=0.1),
+            }),
             "health": _health_section(),
             "sources": _sources_section(),
         }

@@ -51,7 +51,7 @@ class Daemon:
         self.on_reload: list[Callable[[dict], None]] = []
         self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
         self._runner: web.AppRunner | None = None
-        self._site_address: str | None = None
+        self._server: asyncio.Server | None = None
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()
         self.bound_port: int | None = None
@@ -82,21 +82,31 @@ class Daemon:
         security = self.web_security
         middlewares = [security.middleware] if security is not None else []
         app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares)
-        # Idle keep-alive connections are closed after 15 s so idle clients cannot pile up.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, keepalive_timeout=15)
+        http_cfg = self.config["http"]
+        # aiohttp closes a connection that sends no request within keepalive_timeout, so idle
+        # or trickling clients cannot hold sockets for long.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
+                                     keepalive_timeout=http_cfg["idle_timeout"])
         await self._runner.setup()
         host, _, port = self.listen.rpartition(":")
         host = host.strip("[]") or None
         ssl_context = security.ssl_context if security is not None else None
-        site = web.TCPSite(self._runner, host, int(port), reuse_address=True, ssl_context=ssl_context)
+        factory = ConnectionLimit(self._runner.server, http_cfg["max_connections"])
         try:
-            await site.start()
+            self._server = await asyncio.get_running_loop().create_server(
+                factory, host, int(port), ssl=ssl_context, reuse_address=True, backlog=128)
         except OSError as exc:
             await self._runner.cleanup()
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror or exc}") from None
-        sockets = site._server.sockets if site._server else []  # noqa: SLF001 - the only way to learn port 0
-        self.bound_port = sockets[0].getsockname()[1] if sockets else int(port)
-        self._site_address = self.listen
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+
+    async def _stop_http(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
 
     async def run_forever(self) -> None:
         loop = asyncio.get_running_loop()
@@ -119,9 +129,7 @@ class Daemon:
             await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
         await asyncio.gather(*(src.close() for src, _, _ in self.sources.values()), return_exceptions=True)
         self.sources.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._stop_http()
 
     # -- sources -----------------------------------------------------------------------------
 
@@ -205,5 +213,26 @@ class Daemon:
         for hook in self.on_reload:
             hook(new)
         if self.listen != old_listen and self._runner is not None:
-            await self._runner.cleanup()
+            await self._stop_http()
             await self._start_http()
+
+
+class ConnectionLimit:
+    """Protocol factory that refuses connections beyond `limit`, so a flood of clients cannot
+    exhaust file descriptors or memory; the excess connection is closed at once."""
+
+    def __init__(self, server: web.Server, limit: int) -> None:
+        self.server = server
+        self.limit = limit
+        self.refused = 0
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        if len(self.server.connections) >= self.limit:
+            self.refused += 1
+            return _Refuse()
+        return self.server()
+
+
+class _Refuse(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()

@@ -21,6 +21,6 @@ def registry() -> dict[str, type[Source]]:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         source = getattr(module, "SOURCE", None)
-        if source is not None:
+        if isinstance(source, type) and issubclass(source, Source):
             found[source.name] = source
     return found
