@@ -1,0 +1,532 @@
+"""Source `infiniband`: RDMA port state and counters from `/sys/class/infiniband`.
+
+For every device (optionally filtered by regex) and every port it reads `state`,
+`phys_state`, `rate`, `link_layer`, the PMA `counters/`, every file of `hw_counters/`, the
+device-level `hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
+`gid_attrs/ndevs`. Each device is one target: `infrapulse_source_up{source="infiniband",
+target="mlx5_3"}` tells whether that device could be read.
+
+Robustness: a file that reads `N/A (no PMA)` (old kernels), fails with EINVAL/EOPNOTSUPP
+(new hardware, bnxt_re) or cannot be opened is skipped and listed in the target's partial
+errors; a missing `counters/` (irdma, bnxt_re) is normal and skipped silently. Only a device
+whose files all fail is reported down, and it never hides another device.
+
+Cost: descriptors stay open and each file is read once per cycle with `os.pread(fd, n, 0)`
+(sysfs regenerates the content on a read at offset 0), so a cycle is one syscall per file and
+no path lookups. The tree is re-scanned every `rescan_interval`, or at once when a read fails
+with ENOENT/ENODEV (the device went away or the driver was reloaded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import resource
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import catalog
+from ..schema import AutoBool, Duration, ListOf, Regex, Section, Str
+from ..store import Snapshot
+from .base import PollingSource, TargetResult
+
+SRC = "infiniband"
+PORT = ("device", "port")
+
+
+def _counter(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
+    return catalog.declare(name, catalog.COUNTER, help, labels, unit=unit, source=SRC)
+
+
+def _gauge(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
+    return catalog.declare(name, catalog.GAUGE, help, labels, unit=unit, source=SRC)
+
+
+DEVICE_INFO = catalog.declare(
+    "infrapulse_rdma_device_info", catalog.INFO,
+    "RDMA device metadata from /sys/class/infiniband/<device> (hca_type, board_id, fw_ver, node_guid).",
+    ("device", "hca_type", "board_id", "firmware_version", "node_guid"), source=SRC)
+PORT_INFO = catalog.declare(
+    "infrapulse_rdma_port_info", catalog.INFO,
+    "RDMA port metadata: link_layer (InfiniBand or Ethernet = RoCE) and, for RoCE, the netdev "
+    "behind the port (gid_attrs/ndevs); empty for InfiniBand ports.",
+    ("device", "port", "link_layer", "netdev"), source=SRC)
+PORT_STATE = _gauge("infrapulse_rdma_port_state",
+                    "Logical port state id (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).")
+PORT_PHYS_STATE = _gauge("infrapulse_rdma_port_physical_state",
+                         "Physical port state id (2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...).")
+PORT_RATE = _gauge("infrapulse_rdma_port_rate_bytes_per_second",
+                   "Port signalling rate from the `rate` file (Gb/s x 125000000).", unit="bytes")
+RX_BYTES = _counter("infrapulse_rdma_port_received_bytes_total",
+                    "Data octets received (counters/port_rcv_data x 4). On RoCE only RDMA traffic of this "
+                    "function.", unit="bytes")
+TX_BYTES = _counter("infrapulse_rdma_port_transmitted_bytes_total",
+                    "Data octets transmitted (counters/port_xmit_data x 4). On RoCE only RDMA traffic of this "
+                    "function.", unit="bytes")
+RX_PACKETS = _counter("infrapulse_rdma_port_received_packets_total", "Packets received (counters/port_rcv_packets).")
+TX_PACKETS = _counter("infrapulse_rdma_port_transmitted_packets_total",
+                      "Packets transmitted (counters/port_xmit_packets).")
+LINK_DOWNED = _counter("infrapulse_rdma_port_link_downed_total",
+                       "Times the link failed to recover from an error and went down (8-bit, saturates).")
+LINK_ERROR_RECOVERY = _counter("infrapulse_rdma_port_link_error_recovery_total",
+                               "Successful link error recoveries (8-bit, saturates).")
+SYMBOL_ERRORS = _counter("infrapulse_rdma_port_symbol_errors_total",
+                         "Minor link errors on one or more lanes (counters/symbol_error, 16-bit, saturates).")
+RECEIVE_ERRORS = _counter("infrapulse_rdma_port_receive_errors_total",
+                          "Packets with errors received (counters/port_rcv_errors, 16-bit, saturates).")
+TRANSMIT_DISCARDS = _counter("infrapulse_rdma_port_transmit_discards_total",
+                             "Outbound packets discarded because the port was down or congested "
+                             "(counters/port_xmit_discards, 16-bit, saturates).")
+TRANSMIT_WAIT = _counter("infrapulse_rdma_port_transmit_wait_total",
+                         "Ticks with data to send but no credits (counters/port_xmit_wait, 32-bit, saturates).")
+RX_REMOTE_PHYS = _counter("infrapulse_rdma_port_receive_remote_physical_errors_total",
+                          "Packets received marked with the EBP delimiter (16-bit, saturates).")
+RX_SWITCH_RELAY = _counter("infrapulse_rdma_port_receive_switch_relay_errors_total",
+                           "Packets that could not be forwarded by a switch (16-bit, saturates).")
+RX_CONSTRAINT = _counter("infrapulse_rdma_port_receive_constraint_errors_total",
+                         "Packets discarded on receive for partition/constraint reasons (8-bit, saturates).")
+TX_CONSTRAINT = _counter("infrapulse_rdma_port_transmit_constraint_errors_total",
+                         "Packets not transmitted for partition/constraint reasons (8-bit, saturates).")
+LOCAL_LINK_INTEGRITY = _counter("infrapulse_rdma_port_local_link_integrity_errors_total",
+                                "Local physical errors beyond the threshold (4-bit, saturates).")
+EXCESSIVE_OVERRUN = _counter("infrapulse_rdma_port_excessive_buffer_overrun_errors_total",
+                             "Consecutive flow-control update overruns (4-bit, saturates).")
+VL15_DROPPED = _counter("infrapulse_rdma_port_vl15_dropped_total",
+                        "Subnet management packets dropped for lack of buffers (16-bit, saturates).")
+RX_DISCARDS = _counter("infrapulse_rdma_port_receive_discards_total",
+                       "Inbound packets discarded (counters/port_rcv_discards, where the driver has it).")
+RX_UNICAST = _counter("infrapulse_rdma_port_received_unicast_packets_total", "Unicast packets received.")
+TX_UNICAST = _counter("infrapulse_rdma_port_transmitted_unicast_packets_total", "Unicast packets transmitted.")
+RX_MULTICAST = _counter("infrapulse_rdma_port_received_multicast_packets_total", "Multicast packets received.")
+TX_MULTICAST = _counter("infrapulse_rdma_port_transmitted_multicast_packets_total", "Multicast packets transmitted.")
+PORT_COUNTER = _counter("infrapulse_rdma_port_counter_total",
+                        "Any other file of counters/ this driver exposes, under its sysfs name, as-is.",
+                        ("device", "port", "counter"))
+SATURATED = _gauge("infrapulse_rdma_port_saturated_counters",
+                   "PMA counters of this port stuck at their maximum (2^width-1): they no longer count "
+                   "until reset (perfquery -R). Rates computed from them are lower bounds.")
+ECN_MARKED = _counter("infrapulse_rdma_ecn_marked_packets_total",
+                      "RoCEv2 packets received with ECN CE marked (hw_counters/np_ecn_marked_roce_packets).")
+CNP_SENT = _counter("infrapulse_rdma_cnp_sent_total",
+                    "Congestion notification packets sent by the notification point (hw_counters/np_cnp_sent).")
+CNP_HANDLED = _counter("infrapulse_rdma_cnp_handled_total",
+                       "CNPs handled by the reaction point to throttle the sender (hw_counters/rp_cnp_handled).")
+CNP_IGNORED = _counter("infrapulse_rdma_cnp_ignored_total",
+                       "CNPs received and ignored by the reaction point (hw_counters/rp_cnp_ignored); rising "
+                       "means RoCE congestion control is off.")
+OUT_OF_BUFFER = _counter("infrapulse_rdma_out_of_buffer_total",
+                         "Packets dropped because the receive queue had no WQE posted (hw_counters/out_of_buffer; "
+                         "32-bit, wraps).")
+RETRANSMISSIONS = _counter(
+    "infrapulse_rdma_retransmission_events_total",
+    "Events that cause or indicate RDMA retransmission, by hw_counters name (packet_seq_err, "
+    "local_ack_timeout_err, rnr_nak_retry_err, implied_nak_seq_err, duplicate_request, out_of_sequence, "
+    "roce_adp_retrans, roce_adp_retrans_to). mlx5 Q counters are 32-bit and wrap.",
+    ("device", "port", "reason"))
+HW_COUNTER = _counter("infrapulse_rdma_hw_counter_total",
+                      "Every other hw_counters file, under its sysfs name, as-is (driver-specific; "
+                      "device-level counters have port=\"\").",
+                      ("device", "port", "counter"))
+
+# PMA counters/ files and their width in bits (drivers/infiniband/core/sysfs.c). Data and packet
+# counters are 64-bit on modern mlx5 (PortCountersExtended); the others saturate at 2^width-1.
+PMA_COUNTER_BITS: dict[str, int] = {
+    "symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16, "port_xmit_wait": 32,
+    "port_xmit_data": 64, "port_rcv_data": 64, "port_xmit_packets": 64, "port_rcv_packets": 64,
+    "unicast_xmit_packets": 64, "unicast_rcv_packets": 64, "multicast_xmit_packets": 64,
+    "multicast_rcv_packets": 64,
+}
+# counters/ name -> (family, multiplier). port_*_data count 4-octet words: x4, never x link width.
+PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
+    "port_xmit_data": (TX_BYTES, 4), "port_rcv_data": (RX_BYTES, 4),
+    "port_xmit_packets": (TX_PACKETS, 1), "port_rcv_packets": (RX_PACKETS, 1),
+    "link_downed": (LINK_DOWNED, 1), "link_error_recovery": (LINK_ERROR_RECOVERY, 1),
+    "symbol_error": (SYMBOL_ERRORS, 1), "port_rcv_errors": (RECEIVE_ERRORS, 1),
+    "port_xmit_discards": (TRANSMIT_DISCARDS, 1), "port_xmit_wait": (TRANSMIT_WAIT, 1),
+    "port_rcv_remote_physical_errors": (RX_REMOTE_PHYS, 1), "port_rcv_switch_relay_errors": (RX_SWITCH_RELAY, 1),
+    "port_rcv_constraint_errors": (RX_CONSTRAINT, 1), "port_xmit_constraint_errors": (TX_CONSTRAINT, 1),
+    "local_link_integrity_errors": (LOCAL_LINK_INTEGRITY, 1),
+    "excessive_buffer_overrun_errors": (EXCESSIVE_OVERRUN, 1), "VL15_dropped": (VL15_DROPPED, 1),
+    "port_rcv_discards": (RX_DISCARDS, 1),
+    "unicast_rcv_packets": (RX_UNICAST, 1), "unicast_xmit_packets": (TX_UNICAST, 1),
+    "multicast_rcv_packets": (RX_MULTICAST, 1), "multicast_xmit_packets": (TX_MULTICAST, 1),
+}
+HW_FAMILIES: dict[str, catalog.Family] = {
+    "np_ecn_marked_roce_packets": ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
+    "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": OUT_OF_BUFFER,
+}
+RETRANSMISSION_REASONS = frozenset((
+    "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err", "implied_nak_seq_err",
+    "duplicate_request", "out_of_sequence", "roce_adp_retrans", "roce_adp_retrans_to",
+))
+NOT_A_COUNTER = frozenset(("lifespan",))  # hw_counters cache lifetime knob (ms)
+
+# What a failing read means: the file/device is gone (re-scan) or just this file is unreadable.
+RESCAN_ERRNOS = frozenset((errno.ENOENT, errno.ENODEV, errno.ENXIO, errno.ESTALE))
+READ_SIZE = 128  # longer than any counter, state or rate text
+
+# Kinds of file, parsed differently.
+K_COUNTER, K_STATE, K_RATE = 0, 1, 2
+_RATE = re.compile(rb"\s*([0-9]+(?:\.[0-9]+)?)\s*Gb/sec")
+
+
+@dataclass
+class _Device:
+    """What one device's collection reads: open descriptors and where each value goes."""
+
+    name: str
+    # (fd, path relative to the device, family name, label values, multiplier, kind, saturation max)
+    entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]] = field(default_factory=list)
+    static: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
+    scan_errors: list[str] = field(default_factory=list)
+    broken: str = ""  # why the device cannot be read at all ("" if it can)
+
+
+def parse_state(raw: bytes) -> int:
+    """'4: ACTIVE' -> 4."""
+    return int(raw.split(b":", 1)[0])
+
+
+def parse_rate(raw: bytes) -> float:
+    """'100 Gb/sec (4X EDR)' -> 12500000000.0 bytes/s; '2.5 Gb/sec (1X SDR)' works too."""
+    match = _RATE.match(raw)
+    if match is None:
+        raise ValueError(f"unrecognised rate {raw!r}")
+    return float(match.group(1)) * 125_000_000
+
+
+def _first_line(raw: bytes) -> bytes:
+    return raw.split(b"\n", 1)[0].strip()
+
+
+class InfinibandReader:
+    """The synchronous part: scans the tree, keeps descriptors, reads one cycle.
+
+    Not thread-safe by itself; `collect()` holds a lock so an overrunning cycle cannot overlap
+    the next one.
+    """
+
+    def __init__(self, sysfs_root: str | os.PathLike = "/sys", devices: list[str] | None = None,
+                 rescan_interval: float = 30.0, pread: Callable[[int, int, int], bytes] = os.pread,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.class_dir = Path(sysfs_root) / "class" / "infiniband"
+        self._patterns = [re.compile(p) for p in devices] if devices else None
+        self.rescan_interval = rescan_interval
+        self._pread = pread  # injectable so tests can make reads fail with any errno
+        self._clock = clock
+        self._devices: list[_Device] = []
+        self._fds: list[int] = []
+        self._scanned_at: float | None = None
+        self._lock = threading.Lock()
+        self.scans = 0  # how many times the tree was scanned (tests and self-checks)
+        self.fd_paths: dict[int, str] = {}  # fd -> absolute path, for error messages and tests
+
+    # -- scanning --------------------------------------------------------------------------------
+
+    def _wanted(self, name: str) -> bool:
+        return self._patterns is None or any(p.fullmatch(name) for p in self._patterns)
+
+    def rescan(self) -> None:
+        self._close_fds()
+        self._devices = []
+        self.scans += 1
+        self._scanned_at = self._clock()
+        try:
+            names = sorted(os.listdir(self.class_dir))
+        except OSError:
+            return  # reported by collect() as "no_devices"
+        for name in names:
+            if self._wanted(name):
+                self._devices.append(self._scan_device(name))
+
+    def _open(self, path: Path, dev: _Device, rel: str) -> int | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.EMFILE and _raise_fd_limit():
+                return self._open(path, dev, rel)
+            dev.scan_errors.append(f"{rel}: cannot open: {exc.strerror}")
+            return None
+        self._fds.append(fd)
+        self.fd_paths[fd] = str(path)
+        return fd
+
+    def _scan_device(self, name: str) -> _Device:
+        dev = _Device(name)
+        base = self.class_dir / name
+        meta = {key: _read_text(base / key) or "" for key in ("hca_type", "board_id", "fw_ver", "node_guid")}
+        dev.static[DEVICE_INFO.name] = {
+            (name, meta["hca_type"], meta["board_id"], meta["fw_ver"], meta["node_guid"]): 1.0}
+        self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), hw=True)
+        try:
+            ports = sorted(os.listdir(base / "ports"), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
+        except OSError as exc:
+            dev.broken = f"ports/: {exc.strerror}"
+            return dev
+        if not ports:
+            dev.broken = "no ports under ports/"
+            return dev
+        port_info: dict[tuple[str, ...], float] = {}
+        for port in ports:
+            pdir = base / "ports" / port
+            labels = (name, port)
+            link_layer = _read_text(pdir / "link_layer") or ""
+            netdev = first_netdev(pdir) if link_layer != "InfiniBand" else ""
+            port_info[(name, port, link_layer, netdev)] = 1.0
+            for fname, family, kind in (("state", PORT_STATE, K_STATE), ("phys_state", PORT_PHYS_STATE, K_STATE),
+                                        ("rate", PORT_RATE, K_RATE)):
+                rel = f"ports/{port}/{fname}"
+                fd = self._open(pdir / fname, dev, rel)
+                if fd is not None:
+                    dev.entries.append((fd, rel, family.name, labels, 1, kind, 0))
+            self._scan_counter_dir(dev, pdir / "counters", f"ports/{port}/counters", labels, hw=False)
+            self._scan_counter_dir(dev, pdir / "hw_counters", f"ports/{port}/hw_counters", labels, hw=True)
+        dev.static[PORT_INFO.name] = port_info
+        return dev
+
+    def _scan_counter_dir(self, dev: _Device, path: Path, rel_dir: str, labels: tuple[str, str], hw: bool) -> bool:
+        """Add one entry per counter file; False when the directory does not exist (irdma, bnxt_re)."""
+        try:
+            files = sorted(os.listdir(path))
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            dev.scan_errors.append(f"{rel_dir}/: {exc.strerror}")
+            return False
+        for fname in files:
+            if fname in NOT_A_COUNTER:
+                continue
+            rel = f"{rel_dir}/{fname}"
+            if hw:
+                family = HW_FAMILIES.get(fname)
+                if family is not None:
+                    target = (family.name, labels)
+                elif fname in RETRANSMISSION_REASONS:
+                    target = (RETRANSMISSIONS.name, labels + (fname,))
+                else:
+                    target = (HW_COUNTER.name, labels + (fname,))
+                scale, saturate_at = 1, 0
+            else:
+                mapped = PMA_FAMILIES.get(fname)
+                if mapped is not None:
+                    target, scale = (mapped[0].name, labels), mapped[1]
+                else:
+                    target, scale = (PORT_COUNTER.name, labels + (fname,)), 1
+                bits = PMA_COUNTER_BITS.get(fname, 64)
+                saturate_at = 2**bits - 1 if bits < 64 and mapped is not None else 0
+            fd = self._open(path / fname, dev, rel)
+            if fd is not None:
+                dev.entries.append((fd, rel, target[0], target[1], scale, K_COUNTER, saturate_at))
+        return True
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def collect(self) -> list[TargetResult]:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("the previous collection is still running")
+        try:
+            if self._scanned_at is None or self._clock() - self._scanned_at >= self.rescan_interval:
+                self.rescan()
+            results, vanished = self._read_all()
+            if vanished:  # a device or file went away: re-scan now and read once more
+                self.rescan()
+                results, _ = self._read_all()
+            return results
+        finally:
+            self._lock.release()
+
+    def _read_all(self) -> tuple[list[TargetResult], bool]:
+        if not self._devices:
+            why = (f"no RDMA devices under {self.class_dir}" if self.class_dir.is_dir()
+                   else f"{self.class_dir} does not exist")
+            if self._patterns is not None and self.class_dir.is_dir():
+                why += " match the devices: filter"
+            return [TargetResult(SRC, reason="no_devices", message=why)], False
+        results = []
+        vanished = False
+        now = time.time()
+        for dev in self._devices:
+            result, gone = self._read_device(dev, now)
+            results.append(result)
+            vanished = vanished or gone
+        return results, vanished
+
+    def _read_device(self, dev: _Device, now: float) -> tuple[TargetResult, bool]:
+        if dev.broken:
+            return TargetResult(dev.name, reason="unreadable", message=dev.broken), False
+        snap = Snapshot(now)
+        series = snap.series
+        for family, values in dev.static.items():
+            series[family] = dict(values)
+        errors = list(dev.scan_errors)
+        saturated: dict[tuple[str, ...], int] = {}  # ports with a readable width-limited PMA counter
+        pread = self._pread
+        good = 0
+        gone = False
+        for fd, rel, family, labels, scale, kind, saturate_at in dev.entries:
+            try:
+                raw = pread(fd, READ_SIZE, 0)
+            except OSError as exc:
+                gone = gone or exc.errno in RESCAN_ERRNOS
+                errors.append(f"{rel}: {exc.strerror or exc}")
+                continue
+            try:
+                if kind == K_COUNTER:
+                    try:
+                        value = int(raw)
+                    except ValueError:
+                        value = int(_first_line(raw), 0)  # a value mid-rewrite, or hex
+                    if saturate_at:
+                        saturated[labels] = saturated.get(labels, 0) + (value >= saturate_at)
+                    value *= scale
+                elif kind == K_STATE:
+                    value = parse_state(raw)
+                else:
+                    value = parse_rate(raw)
+            except ValueError:
+                text = _first_line(raw).decode("ascii", "replace")
+                errors.append(f"{rel}: {text}" if "N/A" in text else f"{rel}: unparsable {text!r}")
+                continue
+            good += 1
+            bucket = series.get(family)
+            if bucket is None:
+                bucket = series[family] = {}
+            bucket[labels] = value
+        if dev.entries and good == 0:
+            return TargetResult(dev.name, reason="unreadable",
+                                message=f"no file of {dev.name} could be read; " + "; ".join(errors[:3])), gone
+        if saturated:
+            series[SATURATED.name] = {labels: float(n) for labels, n in saturated.items()}
+        return TargetResult(dev.name, snapshot=snap, partial_errors=errors), gone
+
+    # -- teardown --------------------------------------------------------------------------------
+
+    def _close_fds(self) -> None:
+        for fd in self._fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._fds = []
+        self.fd_paths = {}
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_fds()
+            self._devices = []
+            self._scanned_at = None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def first_netdev(port_dir: Path) -> str:
+    """The netdev behind a RoCE port: the first non-empty gid_attrs/ndevs/<index> entry.
+
+    Unused GID entries read empty or fail with EINVAL; both are skipped.
+    """
+    try:
+        entries = os.listdir(port_dir / "gid_attrs" / "ndevs")
+    except OSError:
+        return ""
+    for entry in sorted(entries, key=lambda e: (not e.isdigit(), int(e) if e.isdigit() else 0)):
+        text = _read_text(port_dir / "gid_attrs" / "ndevs" / entry)
+        if text:
+            return text
+    return ""
+
+
+def rdma_netdevs(sysfs_root: str | os.PathLike) -> list[str]:
+    """Every netdev behind an RDMA port under `sysfs_root` (used by the ethtool source)."""
+    class_dir = Path(sysfs_root) / "class" / "infiniband"
+    found: list[str] = []
+    try:
+        devices = sorted(os.listdir(class_dir))
+    except OSError:
+        return found
+    for device in devices:
+        try:
+            ports = sorted(os.listdir(class_dir / device / "ports"))
+        except OSError:
+            continue
+        for port in ports:
+            netdev = first_netdev(class_dir / device / "ports" / port)
+            if netdev and netdev not in found:
+                found.append(netdev)
+    return found
+
+
+def _raise_fd_limit() -> bool:
+    """Lift the soft RLIMIT_NOFILE to the hard limit once (what Go programs do at start-up)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft >= target:
+        return False
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return False
+    return True
+
+
+def _sysfs_has_infiniband(config: dict) -> bool:
+    return (Path(config.get("sysfs_root") or "/sys") / "class" / "infiniband").is_dir()
+
+
+class InfinibandSource(PollingSource):
+    name = SRC
+    role = "node"
+    CONFIG = Section(
+        doc="RDMA devices and ports from /sys/class/infiniband (PMA counters/, hw_counters/, port state).",
+        fields={
+            "enabled": AutoBool("auto: on when {sysfs_root}/class/infiniband exists; true: always (reports "
+                                "source_up 0 when there is nothing to read); false: off."),
+            "sysfs_root": Str("Where sysfs is mounted (a container with the host's /sys at /host/sys sets "
+                              "that here).", default="/sys"),
+            "devices": ListOf(item=Regex(), doc="Only devices whose name fully matches one of these regular "
+                                           "expressions (e.g. \"mlx5_[0-7]\"). Default: every device."),
+            "interval": Duration("Poll interval of this source (default: the global interval).", min=0.05),
+            "rescan_interval": Duration("How often the device/port/file list is re-read and descriptors "
+                                        "re-opened; a read failing with ENOENT/ENODEV re-scans at once.",
+                                        default="30s", min=0),
+        },
+    )
+
+    def __init__(self, config: dict, ctx) -> None:
+        super().__init__(config, ctx)
+        self.reader = InfinibandReader(config.get("sysfs_root") or "/sys", config.get("devices"),
+                                       config.get("rescan_interval", 30.0))
+
+    @classmethod
+    def wanted(cls, config: dict) -> bool:
+        enabled = config.get("enabled", "auto")
+        if enabled == "auto":
+            return _sysfs_has_infiniband(config)
+        return enabled is True
+
+    async def collect(self) -> list[TargetResult]:
+        # Reads of PMA counters turn into firmware MADs on real HCAs (milliseconds each): keep
+        # them off the event loop.
+        return await asyncio.to_thread(self.reader.collect)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.reader.close)
+
+    def default_target(self) -> str:
+        return SRC
+
+
+SOURCE = InfinibandSource
