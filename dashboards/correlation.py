@@ -103,6 +103,15 @@ def build() -> Dashboard:
                                                       {**JOB, "endpoint": "$endpoint"})), "max"),
                            "KV cache {{endpoint}}")],
                    "none", min=0, right_axis={"B": "percentunit"}),
+        timeseries("Worst switch-port congestion facing $node",
+                   "The same LLDP join evaluated by the topology recording rules: the highest ECN-marked "
+                   "ratio (left) and PFC pause-frame rate (right) over the switch ports facing the node, "
+                   "5-minute windows. This is what the node's topology health signal and alerts see.",
+                   [target(sel("instance:infrapulse_switch_queue_ecn_marked_per_transmitted_packets:max_ratio_rate5m",
+                               JOB, hostname="$node"), "ECN-marked {{instance}}"),
+                    target(sel("instance:infrapulse_switch_pfc_pause_frames:max_rate5m", JOB, hostname="$node"),
+                           "PFC frames {{instance}}")],
+                   "percentunit", min=0, right_axis={"B": "pps"}),
         timeseries("Health components of $node",
                    "Network, RDMA, GPU and serving component scores of the node's instances (0-100).",
                    [target(by("component", on_node(sel("infrapulse_health_component_score", JOB)), "min"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grafana import Dashboard, alert_annotation, heatmap, query_variable, row, stat, table, target, timeseries
-from promql import SCOPE, by, increase, rate, ratio, sel
+from promql import SCOPE, by, increase, rate, sel
 
 UID = "infrapulse-fabric"
 
@@ -54,18 +54,20 @@ def build() -> Dashboard:
         timeseries("PFC pause time ratio",
                    "Fraction of time each switch port spent paused per priority (pause duration / wall "
                    "time), where the switch reports durations. Sustained values above a few percent "
-                   "throttle the RDMA flows behind that port.",
+                   "throttle the RDMA flows behind that port. 5-minute rate (recording rule, as alerted on).",
                    [target(by("switch, interface, priority, direction",
-                              rate(sw("infrapulse_switch_pfc_pause_duration_seconds_total")), "max"),
+                              sw("switch_interface_priority_direction:infrapulse_switch_pfc_pause_duration_seconds:rate5m"),
+                              "max"),
                            "{{switch}} {{interface}} p{{priority}} {{direction}}")],
                    "percentunit", min=0),
         row("ECN and queues (switch)"),
         timeseries("ECN-marked ratio per queue",
                    "ECN-marked packets / transmitted packets per switch egress queue. Marking is DCQCN's "
                    "early congestion signal: a ratio of a few percent means the queue is congested and "
-                   "senders are slowing down.",
-                   [target(ratio(sw("infrapulse_switch_queue_ecn_marked_packets_total"),
-                                 sw("infrapulse_switch_queue_transmitted_packets_total"), "switch, interface, queue"),
+                   "senders are slowing down. 5-minute ratio (recording rule, the series the ECN alerts use).",
+                   [target(by("switch, interface, queue",
+                              sw("switch_interface_queue:infrapulse_switch_queue_ecn_marked_per_transmitted_packets:"
+                                 "ratio_rate5m"), "max"),
                            "{{switch}} {{interface}} q{{queue}}")], "percentunit", min=0),
         heatmap("Queue depth distribution",
                 "Distribution of instantaneous egress queue depths across the selected ports and queues "
@@ -78,7 +80,8 @@ def build() -> Dashboard:
         timeseries("Queue drops",
                    "Packets dropped per second per egress queue: on a lossless queue any drop is a "
                    "misconfiguration (PFC not protecting that priority).",
-                   [target(by("switch, interface, queue", rate(sw("infrapulse_switch_queue_dropped_packets_total"))),
+                   [target(by("switch, interface, queue",
+                              sw("switch_interface_queue:infrapulse_switch_queue_dropped_packets:rate5m")),
                            "{{switch}} {{interface}} q{{queue}}")], "pps", min=0),
         row("Links (switch)"),
         timeseries("Port throughput",
@@ -99,7 +102,7 @@ def build() -> Dashboard:
         timeseries("Carrier transitions (link flaps)",
                    "Carrier transitions per port over the last 10 minutes; 3 or more is a flapping link.",
                    [target(by("switch, interface",
-                              increase(sw("infrapulse_switch_interface_carrier_transitions_total"), "10m")),
+                              sw("switch_interface:infrapulse_switch_interface_carrier_transitions:increase10m")),
                            "{{switch}} {{interface}}")], "short", min=0),
         timeseries("Ports up per switch",
                    "Ports operationally up, against the ports the switch reports.",
@@ -115,8 +118,8 @@ def build() -> Dashboard:
         timeseries("CNPs sent and handled",
                    "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
                    "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "
-                   "rate). The NIC-side echo of switch ECN marking.",
-                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_cnp_sent_total"))),
+                   "rate). The NIC-side echo of switch ECN marking. Sent: 5-minute rate (recording rule).",
+                   [target(by("instance, device, port", sel("instance_device_port:infrapulse_rdma_cnp_sent:rate5m")),
                            "sent {{instance}} {{device}}/{{port}}"),
                     target(by("instance, device, port", rate(sel("infrapulse_rdma_cnp_handled_total"))),
                            "handled {{instance}} {{device}}/{{port}}")], "pps", min=0),
@@ -127,11 +130,24 @@ def build() -> Dashboard:
                            "{{instance}} {{device}}/{{port}}"),
                     target(by("instance, interface, priority", rate(sel("infrapulse_nic_ecn_marked_packets_total"))),
                            "{{instance}} {{interface}} p{{priority}}")], "pps", min=0),
+        timeseries("NIC ECN-marked ratio per priority",
+                   "ECN-marked packets / packets received per NIC priority, 5-minute ratio (recording "
+                   "rule, the series the NIC ECN alerts use).",
+                   [target(by("instance, interface, priority",
+                              sel("instance_interface_priority:infrapulse_nic_ecn_marked_per_received_packets:"
+                                  "ratio_rate5m"), "max"),
+                           "{{instance}} {{interface}} p{{priority}}")], "percentunit", min=0),
         timeseries("RDMA retransmissions",
                    "Retransmission-related events per second per RDMA port and reason (sequence errors, "
                    "ACK timeouts, RNR NAKs, ...): packet loss or receiver stalls on the path.",
                    [target(by("instance, device, port, reason", rate(sel("infrapulse_rdma_retransmission_events_total"))),
                            "{{instance}} {{device}}/{{port}} {{reason}}")], "cps", min=0),
+        timeseries("RDMA error ratio",
+                   "Receive errors plus transmit discards over all packets through each RDMA port, "
+                   "5-minute ratio (recording rule; alerted above 0.1% for 5m).",
+                   [target(by("instance, device, port", sel("instance_device_port:infrapulse_rdma_port_errors_per_packets:"
+                                                            "ratio_rate5m"), "max"),
+                           "{{instance}} {{device}}/{{port}}")], "percentunit", min=0),
         timeseries("NIC PFC pause frames",
                    "PFC pause frames per second per NIC interface and priority (rx: the switch paused "
                    "this NIC; tx: this NIC paused the switch because its receive buffer filled).",

@@ -74,9 +74,9 @@ def build() -> Dashboard:
                    [target(g("infrapulse_gpu_healthy"), LEGEND)], "bool", min=0, max=1),
         row("Errors"),
         timeseries("XID errors",
-                   "XID errors per GPU and XID code over the last 10 minutes. Critical codes (48, 63, "
+                   "XID errors per GPU and XID code over the last 10 minutes (recording rule). Critical codes (48, 63, "
                    "64, 74, 79, 92, 94, 95) usually need a reset or a drain.",
-                   [target(by("instance, gpu, xid", increase(g("infrapulse_gpu_xid_errors_total"), "10m")),
+                   [target(by("instance, gpu, xid", g("instance_gpu_xid:infrapulse_gpu_xid_errors:increase10m")),
                            "{{instance}} gpu{{gpu}} xid {{xid}}")], "short", min=0),
         timeseries("Last XID",
                    "The most recent XID code per GPU (0: none since the exporter started).",

@@ -18,18 +18,17 @@ from promql import by, rate, sel
 UID = "infrapulse-overview"
 
 SCORE = sel("infrapulse_health_score")
-# Joining node_info gives each instance's role (node, fabric, both) to the score series.
-SCORE_WITH_ROLE = (f"{SCORE}\n* on (job, instance) group_left (role)\n"
-                   f"{by('job, instance, role', sel('infrapulse_node_info'), 'max')}")
 
 
 def build() -> Dashboard:
     panels = [
         row("Health"),
         stat("Cluster health score",
-             "Mean health score (0-100) over the selected instances. Below 60 is degraded, below 40 "
-             "critical. A low mean hides nothing: see the worst instance beside it.",
-             [target(f"avg({SCORE})")], "none", steps=SCORE_STEPS, min=0, max=100),
+             "Cluster score of the worst role (node or fabric): the coverage-weighted mean over "
+             "instances, capped at the worst instance + 50 (recording rule "
+             "role:infrapulse_health_score:cluster). Below 60 is degraded, below 40 critical. "
+             "Cluster-wide: not narrowed by the job/instance variables.",
+             [target("min(role:infrapulse_health_score:cluster)")], "none", steps=SCORE_STEPS, min=0, max=100),
         stat("Worst instance score",
              "The lowest health score of any selected instance: one broken node or switch fabric "
              "shows here even when the cluster mean looks fine.",
@@ -44,11 +43,13 @@ def build() -> Dashboard:
              "Number of infrapulse alerts firing now (all severities and teams).",
              [target('count(ALERTS{alertstate="firing", alertname=~"Infrapulse.*"}) or vector(0)')],
              "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
-        timeseries("Health score by role",
-                   "Mean and minimum health score of node instances (GPU hosts) and fabric instances "
-                   "(switch collectors), from infrapulse_node_info{role}.",
-                   [target(by("role", SCORE_WITH_ROLE, "avg"), "mean {{role}}"),
-                    target(by("role", SCORE_WITH_ROLE, "min"), "min {{role}}")],
+        timeseries("Cluster score by role",
+                   "Per role (node = GPU hosts, fabric = switch collectors): the cluster score, the "
+                   "coverage-weighted mean and the worst instance (recording rules "
+                   "role:infrapulse_health_score:*). Cluster-wide: not narrowed by the variables.",
+                   [target("role:infrapulse_health_score:cluster", "cluster {{role}}"),
+                    target("role:infrapulse_health_score:weighted_mean", "weighted mean {{role}}"),
+                    target("role:infrapulse_health_score:min", "worst {{role}}")],
                    "none", min=0, max=100),
         timeseries("Health score per instance",
                    "Overall health score of every selected instance; caps apply when a critical "

@@ -19,6 +19,12 @@ def quantiles(histogram: str, labels: str = "endpoint, model") -> list[dict]:
             for q in (0.5, 0.95, 0.99)]
 
 
+def recorded_quantiles(metric: str) -> list[dict]:
+    """The per-endpoint quantiles the recording rules keep (5-minute windows, label `quantile`)."""
+    rule = f"instance_endpoint_model:{metric}:histogram_quantile_rate5m"
+    return [target(by("endpoint, model, quantile", ep(rule), "max"), "q{{quantile}} {{endpoint}} {{model}}")]
+
+
 def build() -> Dashboard:
     up = sel("infrapulse_llm_endpoint_up", {**SCOPE, "endpoint": "$endpoint"})
     panels = [
@@ -41,15 +47,27 @@ def build() -> Dashboard:
         row("Latency"),
         timeseries("Time to first token",
                    "TTFT p50/p95/p99 per endpoint and model, from the engine's own histogram buckets "
-                   "(quantiles are interpolated inside a bucket). Default SLO: p95 <= 1.5 s.",
-                   quantiles("infrapulse_llm_time_to_first_token_seconds"), "s", min=0),
+                   "(quantiles are interpolated inside a bucket), over 5 minutes (recording rules). "
+                   "Default SLO: p95 <= 1.5 s.",
+                   recorded_quantiles("infrapulse_llm_time_to_first_token_seconds"), "s", min=0),
         timeseries("Inter-token latency",
                    "Time between output tokens (ITL / TPOT) p50/p95/p99 per endpoint and model. Default "
-                   "SLO: p95 <= 50 ms.",
-                   quantiles("infrapulse_llm_inter_token_latency_seconds"), "s", min=0),
+                   "SLO: p95 <= 50 ms. 5-minute windows (recording rules).",
+                   recorded_quantiles("infrapulse_llm_inter_token_latency_seconds"), "s", min=0),
         timeseries("End-to-end request latency",
                    "Request latency from arrival to the last token, p50/p95/p99.",
                    quantiles("infrapulse_llm_e2e_request_latency_seconds"), "s", min=0),
+        timeseries("Latency SLO error ratio",
+                   "Share of requests missing the latency SLI bound (TTFT > 1 s, ITL > 0.1 s; bucket "
+                   "bounds every engine has) over 5 minutes and 1 hour: the inputs of the burn-rate "
+                   "alerts. An error budget of 5% burns 14.4x too fast above 0.72.",
+                   [target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
+                                                   "ratio_rate5m"), "max"), "TTFT 5m {{endpoint}} {{model}}"),
+                    target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
+                                                   "ratio_rate1h"), "max"), "TTFT 1h {{endpoint}} {{model}}"),
+                    target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_inter_token_latency_slo_errors:"
+                                                   "ratio_rate5m"), "max"), "ITL 5m {{endpoint}} {{model}}")],
+                   "percentunit", min=0, max=1),
         timeseries("Queue time",
                    "Time requests wait before being scheduled, p50/p95/p99, for engines that report it. "
                    "Rising queue time with flat ITL means the endpoint is overloaded, not the network.",

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import promql_parser
 import pytest
+import yaml
 
 from dashboard_model import (
     DASHBOARD_DIR,
     RATE_INTERVAL_MAGIC,
+    ROOT,
     load_dashboards,
     matchers,
     parse,
@@ -53,6 +55,15 @@ EXCLUSIONS = {
 # Queries over Prometheus's own ALERTS series: alerts aggregated across instances carry no
 # job/instance label, so those matchers would hide them.
 ALERTS_SELECTOR = "ALERTS"
+# Recording rules aggregated above the instance (level `role:` or `cluster:`) have no job/instance.
+CLUSTER_LEVELS = ("role", "cluster")
+
+
+def instance_level(name: str) -> bool:
+    """Whether series of this name carry job and instance labels that panels can filter on."""
+    if name == ALERTS_SELECTOR:
+        return False
+    return not (":" in name and name.split(":", 1)[0] in CLUSTER_LEVELS)
 
 
 def excluded(rule: str, uid: str) -> bool:
@@ -288,7 +299,7 @@ def test_target_job_and_instance_rules(query, rule, label):
     if excluded(rule, query.dashboard):
         return
     for selector, _ in selectors(parse(query.expr)):
-        if selector.name == ALERTS_SELECTOR:
+        if not instance_level(selector.name):
             continue
         assert matchers(selector).get(label) == ("=~", f"${label}"), \
             f"{query}: {selector.name} lacks {label}=~\"${label}\""
@@ -303,6 +314,22 @@ def test_exclusions_are_still_needed():
         if rule == "target-instance-rule":
             assert any(matchers(s).get("instance") is None
                        for q in queries(board) for s, _ in selectors(parse(q.expr)) if s.name != ALERTS_SELECTOR)
+
+
+def recorded_names() -> set[str]:
+    names = set()
+    for path in sorted((ROOT / "alerts").glob("*.rules.yaml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            names |= {rule["record"] for rule in group["rules"] if "record" in rule}
+    return names
+
+
+def test_recording_rules_used_by_panels_exist():
+    """A panel reading a recording rule shows nothing if the rule is renamed: the name must exist."""
+    recorded = recorded_names()
+    used = {s.name for q in ALL_QUERIES for s, _ in selectors(parse(q.expr)) if ":" in (s.name or "")}
+    assert used, "the dashboards are expected to reuse the recording rules"
+    assert used <= recorded, f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
 
 
 # -- the linter re-implementation itself can fail --------------------------------------------
