@@ -28,9 +28,15 @@ class Family:
     source: str = ""
     # Labels a series may carry in addition to `labels` (e.g. pod/namespace from DCGM).
     optional_labels: tuple[str, ...] = ()
+    # A family re-exposed unchanged from a scraped exporter (serving `passthrough: true`): its
+    # series are keyed by sorted (label, value) pairs, not by declared label order.
+    passthrough: bool = False
 
 
 _FAMILIES: dict[str, Family] = {}
+# Passthrough families: named by the scraped engine, so kept apart from the documented catalogue.
+_PASSTHROUGH: dict[str, Family] = {}
+UNTYPED = "unknown"  # passthrough only: a family whose type the engine did not declare
 
 
 def declare(
@@ -61,7 +67,22 @@ def declare(
 
 
 def get(name: str) -> Family:
-    return _FAMILIES[name]
+    family = _FAMILIES.get(name)
+    return family if family is not None else _PASSTHROUGH[name]
+
+
+def declare_passthrough(name: str, type: str, help: str) -> Family | None:
+    """Register another exporter's family for re-exposure; None if the name is already taken
+    with another type (by infrapulse or by a different engine), in which case it is skipped."""
+    if type not in _TYPES + (UNTYPED,):
+        raise ValueError(f"{name}: unknown metric type {type!r}")
+    if name in _FAMILIES:
+        return None
+    existing = _PASSTHROUGH.get(name)
+    if existing is not None:
+        return existing if existing.type == type else None
+    family = _PASSTHROUGH[name] = Family(name, type, help, (), source="passthrough", passthrough=True)
+    return family
 
 
 def all_families() -> list[Family]:

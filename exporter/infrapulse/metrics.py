@@ -75,6 +75,8 @@ def _format_le(bound: float) -> str:
 
 def family_metric(family: catalog.Family, series_by_instance) -> Metric | None:
     """Build one prometheus_client Metric from an iterable of series dicts of this family."""
+    if family.passthrough:
+        return _passthrough_metric(family, series_by_instance)
     name = family.name
     labelnames = family.labels + family.optional_labels
     optional = bool(family.optional_labels)
@@ -104,6 +106,28 @@ def family_metric(family: catalog.Family, series_by_instance) -> Metric | None:
                 for values, value in series.items():
                     append(Sample(name, dict(zip(labelnames, values)), value, None, None))
     return metric if samples else None
+
+
+def _passthrough_metric(family: catalog.Family, series_by_instance) -> Metric | None:
+    """A re-exposed engine family: series keys are sorted (label, value) pairs."""
+    name = family.name
+    typ = family.type
+    if typ == catalog.COUNTER:
+        metric = Metric(name[: -len("_total")], family.help, "counter")
+    else:
+        metric = Metric(name, family.help, typ)
+    append = metric.samples.append
+    for series in series_by_instance:
+        for pairs, value in series.items():
+            labels = dict(pairs)
+            if isinstance(value, Histogram):
+                for bound, count in value.buckets:
+                    append(Sample(name + "_bucket", {**labels, "le": _format_le(bound)}, count, None, None))
+                append(Sample(name + "_count", labels, value.count, None, None))
+                append(Sample(name + "_sum", labels, value.sum, None, None))
+            else:
+                append(Sample(name, labels, value, None, None))
+    return metric if metric.samples else None
 
 
 def _labels(names: tuple[str, ...], values: tuple[str, ...], drop_empty: bool) -> dict[str, str]:

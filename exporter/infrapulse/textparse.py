@@ -8,8 +8,10 @@ the same family grouping rules as prometheus_client (a test compares both on eve
 * a `# TYPE`/`# HELP` line opens a family; samples whose name is the family name plus a
   suffix allowed for its type (`_bucket`, `_sum`, `_count`, `_total`, `_created`, ...) join it;
 * any other sample is an `untyped` family of its own name (merged if the name repeats);
-* a counter family is named without `_total` and its samples carry `_total` (the
-  OpenMetrics convention prometheus_client also uses for the text format).
+* a counter family is named without `_total` (the OpenMetrics convention prometheus_client
+  also uses for the text format). Sample names stay exactly as exposed: unlike
+  prometheus_client we do not append `_total` to a text-format counter sample that lacks it
+  (Triton's `nv_inference_request_success`), so passthrough re-exposes the same names.
 
 `parse()` returns `{family name: MetricFamily}` in exposition order. Anything that is not
 the format (HTML, JSON, a truncated line, a bad number) raises `ParseError` naming the line.
@@ -168,8 +170,6 @@ def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
             if current is None:
                 current = families[name] = MetricFamily(name, untyped)
             owned = frozenset((name,))
-        elif current.type == "counter" and name == current.name:
-            name += "_total"  # text format counter sample without _total
         current.samples.append(Sample(name, labels, value, timestamp))
     if openmetrics and not saw_eof:
         raise ParseError(lineno, "OpenMetrics body without # EOF (truncated?)", reason="truncated")

@@ -1,0 +1,618 @@
+"""Simulated LLM serving engines: real-format /metrics servers driven by a small load model.
+
+Each `EngineServer` serves one engine's exposition on a loopback port (aiohttp): vLLM 0.33
+(V1 names and buckets, data-parallel `engine` label), an older vLLM (V0: gpu_cache_usage_perc,
+time_per_output_token_seconds, no `engine` label), SGLang 0.5 (tp_rank labels, TTFT buckets from
+0.1 s), Triton with the TensorRT-LLM backend (nv_inference_* µs counters, nv_trt_llm_* gauges),
+trtllm-serve (trtllm_*) and TGI (tgi_*). Names, label sets and bucket bounds follow
+/work/shared/reference/gpu-and-serving-metrics.md; TGI's bucket bounds are the router's
+geometric series (0.0001 * 1.5^n), which the reference marks unconfirmed.
+
+The load model: Poisson arrivals, prompt/output lengths around a mean, a batch limit and a
+KV-cache capacity in tokens. Requests queue until a batch slot and KV room are free; prefill
+takes prompt/prefill_tps seconds; decode produces one token per ITL, which grows with the batch;
+a full KV cache preempts the newest request. So queueing, KV usage and TTFT respond to load.
+
+Scenarios (ctx.scenarios): ttft-surge (prefill 8x slower), queue-buildup (4x arrivals),
+engine-restart (counters and histograms reset, /metrics answers 503 for 3 s).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+SCENARIOS = {
+    "ttft-surge": "serving engines prefill 8x slower: TTFT p95 rises well past its SLO",
+    "queue-buildup": "serving engines get 4x the request rate: queues, KV-cache usage and TTFT grow",
+    "engine-restart": "serving engines restart: /metrics fails for 3 s, then counters start from zero",
+}
+
+# -- bucket bounds (reference section 3.1, 4, 5) -------------------------------------------------
+VLLM_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+             40.0, 80.0, 160.0, 640.0, 2560.0)
+VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
+VLLM_LATENCY = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+                480.0, 960.0, 1920.0, 7680.0)
+VLLM_V0_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+VLLM_V0_TPOT = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+VLLM_V0_E2E = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+NIXL_XFER = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
+NIXL_BYTES = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
+SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+SGLANG_ITL = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
+              0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
+SGLANG_E2E = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
+SGLANG_QUEUE = (0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70,
+                80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000)
+SGLANG_XFER_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
+SGLANG_XFER_MB = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
+TRTLLM_TPOT = VLLM_ITL[:19]
+TGI_DURATION = tuple(0.0001 * 1.5 ** (n + 1) for n in range(35))
+
+
+class Hist:
+    """Non-cumulative bucket counts; rendered cumulative."""
+
+    __slots__ = ("bounds", "counts", "sum", "count")
+
+    def __init__(self, bounds) -> None:
+        self.bounds = tuple(float(b) for b in bounds)
+        self.counts = [0.0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+        self.count = 0.0
+
+    def observe(self, value: float, n: float = 1.0) -> None:
+        lo, hi = 0, len(self.bounds)
+        while lo < hi:  # first bound >= value
+            mid = (lo + hi) // 2
+            if self.bounds[mid] < value:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.counts[lo] += n
+        self.sum += value * n
+        self.count += n
+
+    def cumulative(self) -> list[tuple[float, float]]:
+        out, running = [], 0.0
+        for bound, c in zip(self.bounds + (math.inf,), self.counts):
+            running += c
+            out.append((bound, running))
+        return out
+
+
+@dataclass
+class Request:
+    arrival: float
+    prompt: int
+    output: int
+    start: float = 0.0
+    first_token: float = 0.0
+    generated: float = 0.0
+
+
+@dataclass
+class LoadModel:
+    """One engine (or one data-parallel rank) under load; advance(t) moves it to model time t."""
+
+    arrival_rate: float = 2.0  # requests per second
+    prompt_mean: int = 600
+    output_mean: int = 180
+    batch_limit: int = 32
+    kv_capacity: int = 60000  # tokens
+    prefill_tps: float = 12000.0  # prompt tokens per second
+    itl_base: float = 0.012  # seconds per token with an empty batch
+    seed: int = 1
+    step: float = 0.05
+    ttft_bounds: tuple = VLLM_TTFT
+    itl_bounds: tuple = VLLM_ITL
+    e2e_bounds: tuple = VLLM_LATENCY
+    queue_bounds: tuple = VLLM_LATENCY
+    load_factor: Callable[[], float] = lambda: 1.0
+    prefill_factor: Callable[[], float] = lambda: 1.0
+    rng: random.Random = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.now = 0.0
+        self.queue: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.running: list[Request] = []
+        self.kv_used = 0.0
+        self.ttft = Hist(self.ttft_bounds)
+        self.itl = Hist(self.itl_bounds)
+        self.e2e = Hist(self.e2e_bounds)
+        self.queue_time = Hist(self.queue_bounds)
+        self.xfer_seconds = Hist(NIXL_XFER)
+        self.xfer_bytes = Hist(NIXL_BYTES)
+        self.prompt_tokens = 0.0
+        self.generation_tokens = 0.0
+        self.cached_tokens = 0.0
+        self.finished = {"stop": 0.0, "length": 0.0, "abort": 0.0}
+        self.preemptions = 0.0
+        self.started_wall = time.time()
+
+    @property
+    def kv_usage(self) -> float:
+        return min(1.0, self.kv_used / self.kv_capacity)
+
+    def advance(self, until: float) -> None:
+        until = max(until, self.now)
+        until = min(until, self.now + 120.0)  # bounded catch-up after a long pause
+        while self.now + self.step <= until:
+            self._tick(self.step)
+
+    def _poisson(self, lam: float) -> int:
+        limit, k, p = math.exp(-lam), 0, 1.0
+        while True:
+            p *= self.rng.random()
+            if p <= limit:
+                return k
+            k += 1
+
+    def _tick(self, dt: float) -> None:
+        self.now += dt
+        rng = self.rng
+        for _ in range(self._poisson(self.arrival_rate * self.load_factor() * dt)):
+            prompt = max(16, int(rng.expovariate(1 / self.prompt_mean)))
+            output = max(4, int(rng.expovariate(1 / self.output_mean)))
+            self.queue.append(Request(self.now, prompt, output))
+        # Admission: a batch slot and KV room for the prompt.
+        while self.queue and len(self.running) + len(self.prefilling) < self.batch_limit:
+            req = self.queue[0]
+            if self.kv_used + req.prompt > self.kv_capacity:
+                break
+            self.queue.popleft()
+            req.start = self.now
+            self.kv_used += req.prompt
+            self.queue_time.observe(self.now - req.arrival)
+            prefill = req.prompt / (self.prefill_tps / self.prefill_factor())
+            req.first_token = self.now + prefill
+            self.prefilling.append(req)
+            cached = int(req.prompt * 0.3)
+            self.prompt_tokens += req.prompt
+            self.cached_tokens += cached
+        for req in [r for r in self.prefilling if r.first_token <= self.now]:
+            self.prefilling.remove(req)
+            self.ttft.observe(req.first_token - req.arrival)
+            self.running.append(req)
+            self.xfer_seconds.observe(0.004 + req.prompt * 2e-6)
+            self.xfer_bytes.observe(req.prompt * 131072.0)
+        if not self.running:
+            return
+        itl = self.itl_base * (1 + 1.5 * len(self.running) / self.batch_limit)
+        tokens_each = dt / itl
+        self.itl.observe(itl, tokens_each * len(self.running))
+        for req in list(self.running):
+            req.generated += tokens_each
+            self.kv_used += tokens_each
+            self.generation_tokens += tokens_each
+            if req.generated >= req.output:
+                self.running.remove(req)
+                self.kv_used -= req.prompt + req.generated
+                self.e2e.observe(self.now - req.arrival)
+                self.finished["length" if rng.random() < 0.2 else "stop"] += 1
+        while self.kv_used > self.kv_capacity and self.running:
+            victim = self.running.pop()
+            self.kv_used -= victim.prompt + victim.generated
+            victim.generated = 0.0
+            self.preemptions += 1
+            self.queue.appendleft(victim)
+        self.kv_used = max(0.0, self.kv_used)
+
+
+# -- exposition writing ---------------------------------------------------------------------
+
+
+def _fmt(value: float) -> str:
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
+
+
+class Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def head(self, name: str, typ: str, help_: str) -> None:
+        self.lines.append(f"# HELP {name} {help_}")
+        self.lines.append(f"# TYPE {name} {typ}")
+
+    def sample(self, name: str, labels: dict, value: float) -> None:
+        self.lines.append(f"{name}{_labels(labels)} {_fmt(value)}")
+
+    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0) -> None:
+        """`scale` converts units for engines that report ms (the bounds stay the engine's)."""
+        for bound, cum in hist.cumulative():
+            le = "+Inf" if math.isinf(bound) else _fmt(bound)
+            self.lines.append(f"{name}_bucket{_labels({**labels, 'le': le})} {_fmt(cum)}")
+        self.lines.append(f"{name}_count{_labels(labels)} {_fmt(hist.count)}")
+        self.lines.append(f"{name}_sum{_labels(labels)} {_fmt(hist.sum * scale)}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def render_vllm(ranks: list[LoadModel], model: str) -> str:
+    w = Writer()
+    gauges = [("vllm:num_requests_running", "Number of requests in model execution batches.",
+               lambda m: len(m.running) + len(m.prefilling)),
+              ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", lambda m: len(m.queue)),
+              ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lambda m: m.kv_usage)]
+    for name, help_, get in gauges:
+        w.head(name, "gauge", help_)
+        for i, m in enumerate(ranks):
+            w.sample(name, {"model_name": model, "engine": str(i)}, get(m))
+    counters = [("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda m: m.prompt_tokens),
+                ("vllm:generation_tokens", "Number of generation tokens processed.",
+                 lambda m: math.floor(m.generation_tokens)),
+                ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", lambda m: m.preemptions),
+                ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+                 lambda m: m.prompt_tokens),
+                ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+                 lambda m: m.cached_tokens),
+                ("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.", lambda m: 0.0)]
+    for name, help_, get in counters:
+        w.head(name + "_total", "counter", help_)
+        for i, m in enumerate(ranks):
+            w.sample(name + "_total", {"model_name": model, "engine": str(i)}, get(m))
+    w.head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+    for i, m in enumerate(ranks):
+        for reason in ("stop", "length", "abort", "error", "repetition"):
+            w.sample("vllm:request_success_total", {"model_name": model, "engine": str(i), "finished_reason": reason},
+                     m.finished.get(reason, 0.0))
+    hists = [("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", "ttft"),
+             ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "itl"),
+             ("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", "e2e"),
+             ("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+              "queue_time"),
+             ("vllm:nixl_xfer_time_seconds", "Histogram of transfer duration for NIXL KV Cache transfers.",
+              "xfer_seconds"),
+             ("vllm:nixl_bytes_transferred", "Histogram of bytes transferred per NIXL KV Cache transfers.",
+              "xfer_bytes")]
+    for name, help_, attr in hists:
+        w.head(name, "histogram", help_)
+        for i, m in enumerate(ranks):
+            w.histogram(name, {"model_name": model, "engine": str(i)}, getattr(m, attr))
+    w.head("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.")
+    w.sample("process_start_time_seconds", {}, ranks[0].started_wall)
+    return w.text()
+
+
+def render_vllm_v0(m: LoadModel, model: str) -> str:
+    """vLLM 0.6-style (V0 engine): no `engine` label, gpu_cache_usage_perc, time_per_output_token."""
+    w = Writer()
+    lab = {"model_name": model}
+    for name, help_, value in [
+        ("vllm:num_requests_running", "Number of requests currently running on GPU.", len(m.running) + len(m.prefilling)),
+        ("vllm:num_requests_swapped", "Number of requests swapped to CPU.", 0.0),
+        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(m.queue)),
+        ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", m.kv_usage),
+        ("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", 0.0),
+        ("vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.",
+         m.cached_tokens / m.prompt_tokens if m.prompt_tokens else 0.0),
+    ]:
+        w.head(name, "gauge", help_)
+        w.sample(name, lab, value)
+    for name, help_, value in [
+        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", m.preemptions),
+        ("vllm:prompt_tokens", "Number of prefill tokens processed.", m.prompt_tokens),
+        ("vllm:generation_tokens", "Number of generation tokens processed.", math.floor(m.generation_tokens)),
+    ]:
+        w.head(name + "_total", "counter", help_)
+        w.sample(name + "_total", lab, value)
+        w.head(name + "_created", "gauge", help_)
+        w.sample(name + "_created", lab, m.started_wall)
+    w.head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+    for reason in ("stop", "length", "abort"):
+        w.sample("vllm:request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
+    for name, help_, hist in [
+        ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
+        ("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
+        ("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
+    ]:
+        w.head(name, "histogram", help_)
+        w.histogram(name, lab, hist)
+    return w.text()
+
+
+def render_sglang(m: LoadModel, model: str, tp: int = 2) -> str:
+    """SGLang 0.5: scheduler gauges from every TP rank (same values), tokenizer histograms once."""
+    w = Writer()
+    for name, help_, value in [
+        ("sglang:num_running_reqs", "The number of running requests.", len(m.running) + len(m.prefilling)),
+        ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", len(m.queue)),
+        ("sglang:token_usage", "The token usage.", m.kv_usage),
+        ("sglang:cache_hit_rate", "The prefix cache hit rate.",
+         m.cached_tokens / m.prompt_tokens if m.prompt_tokens else 0.0),
+        ("sglang:gen_throughput", "The generation throughput (token/s).", len(m.running) / m.itl_base),
+    ]:
+        w.head(name, "gauge", help_)
+        for rank in range(tp):
+            w.sample(name, {"model_name": model, "engine_type": "unified", "tp_rank": str(rank), "pp_rank": "0",
+                            "moe_ep_rank": "0"}, value)
+    base = {"model_name": model, "engine_type": "unified"}
+    for name, help_, value, extra in [
+        ("sglang:prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens, {}),
+        ("sglang:generation_tokens_total", "Number of generation tokens processed.",
+         math.floor(m.generation_tokens), {}),
+        ("sglang:cached_tokens_total", "Number of cached prompt tokens.", m.cached_tokens, {"cache_source": "total"}),
+        ("sglang:num_requests_total", "Number of requests processed.",
+         sum(m.finished.values()), {"is_streaming": "true"}),
+        ("sglang:num_aborted_requests_total", "Number of requests aborted.", m.finished["abort"], {}),
+    ]:
+        w.head(name, "counter", help_)
+        w.sample(name, {**base, **extra}, value)
+    for name, help_, hist in [
+        ("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
+        ("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.itl),
+        ("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", m.e2e),
+        ("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", m.queue_time),
+    ]:
+        w.head(name, "histogram", help_)
+        extra = {"is_streaming": "true"} if name != "sglang:queue_time_seconds" else {}
+        w.histogram(name, {**base, **extra}, hist)
+    return w.text()
+
+
+def render_triton(m: LoadModel, model: str) -> str:
+    """Triton + TensorRT-LLM backend: µs counters per model of the ensemble, nv_trt_llm_* gauges."""
+    w = Writer()
+    done = m.finished["stop"] + m.finished["length"]
+    e2e_us = m.e2e.sum * 1e6
+    queue_us = m.queue_time.sum * 1e6
+    models = ("ensemble", "preprocessing", model, "postprocessing")
+    for name, help_, value in [
+        ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", done),
+        ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", m.finished["abort"]),
+        ("nv_inference_count", "Number of inferences performed (does not include cached requests)", done),
+        ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", done),
+        ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds "
+                                             "(includes cached requests)", e2e_us),
+        ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds "
+                                           "(includes cached requests)", queue_us),
+    ]:
+        w.head(name, "counter", help_)
+        for mod in models:
+            share = 1.0 if mod in ("ensemble", model) else 0.01
+            w.sample(name, {"model": mod, "version": "1"},
+                     value if "duration" not in name else value * share)
+    w.head("nv_inference_pending_request_count", "gauge", "Instantaneous number of pending requests awaiting "
+                                                          "execution per-model.")
+    for mod in models:
+        w.sample("nv_inference_pending_request_count", {"model": mod, "version": "1"},
+                 len(m.queue) if mod == "ensemble" else 0.0)
+    lab = {"model": model, "version": "1"}
+    w.head("nv_trt_llm_request_metrics", "gauge", "TRT LLM request metrics")
+    for typ, value in (("context", len(m.prefilling)), ("scheduled", len(m.running) + len(m.prefilling)),
+                       ("max", m.batch_limit), ("active", len(m.running) + len(m.prefilling)),
+                       ("waiting", len(m.queue))):
+        w.sample("nv_trt_llm_request_metrics", {**lab, "request_type": typ}, value)
+    blocks_max = m.kv_capacity // 64
+    used = math.ceil(m.kv_used / 64)
+    w.head("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
+    for typ, value in (("tokens_per", 64), ("used", used), ("free", blocks_max - used), ("max", blocks_max)):
+        w.sample("nv_trt_llm_kv_cache_block_metrics", {**lab, "kv_cache_block_type": typ}, value)
+    w.head("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
+    w.sample("nv_trt_llm_inflight_batcher_metrics", {**lab, "inflight_batcher_specific_metric": "generation_requests"},
+             len(m.running))
+    w.head("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)")
+    w.sample("nv_gpu_utilization", {"gpu_uuid": "GPU-7c3a0d2e-5b1f-4a8e-9d6c-2f0e1b3a4c5d"},
+             min(0.99, 0.2 + 0.8 * len(m.running) / m.batch_limit))
+    return w.text()
+
+
+def render_trtllm_serve(m: LoadModel, model: str) -> str:
+    w = Writer()
+    lab = {"model_name": model, "engine_type": "trtllm"}
+    w.head("trtllm_request_success_total", "counter", "Count of successfully processed requests.")
+    for reason in ("stop", "length"):
+        w.sample("trtllm_request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
+    for name, help_, value in [
+        ("trtllm_request_error_total", "Count of errored requests.", 0.0),
+        ("trtllm_prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens),
+        ("trtllm_generation_tokens_total", "Number of generation tokens processed.", math.floor(m.generation_tokens)),
+        ("trtllm_prompt_cached_tokens_total", "Number of prompt tokens served from the KV cache.", m.cached_tokens),
+    ]:
+        w.head(name, "counter", help_)
+        w.sample(name, lab, value)
+    for name, help_, value in [
+        ("trtllm_num_requests_running", "Number of requests running.", len(m.running) + len(m.prefilling)),
+        ("trtllm_num_requests_waiting", "Number of requests waiting.", len(m.queue)),
+        ("trtllm_kv_cache_utilization", "KV cache utilization (0..1).", m.kv_usage),
+        ("trtllm_kv_cache_hit_rate", "KV cache hit rate.", m.cached_tokens / m.prompt_tokens if m.prompt_tokens else 0),
+    ]:
+        w.head(name, "gauge", help_)
+        w.sample(name, lab, value)
+    for name, help_, hist in [
+        ("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
+        ("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
+        ("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
+        ("trtllm_request_queue_time_seconds", "Histogram of time spent in the queue in seconds.", m.queue_time),
+    ]:
+        w.head(name, "histogram", help_)
+        w.histogram(name, lab, hist)
+    return w.text()
+
+
+def render_tgi(m: LoadModel, model: str) -> str:
+    """TGI router (metrics-exporter-prometheus): no model label, counters without _total, no HELP."""
+    w = Writer()
+    done = m.finished["stop"] + m.finished["length"]
+    for name, value in (("tgi_request_count", sum(m.finished.values())), ("tgi_request_success", done)):
+        w.lines.append(f"# TYPE {name} counter")
+        w.sample(name, {}, value)
+    for name, value in (("tgi_queue_size", len(m.queue)), ("tgi_batch_current_size", len(m.running)),
+                        ("tgi_batch_current_max_tokens", m.kv_used)):
+        w.lines.append(f"# TYPE {name} gauge")
+        w.sample(name, {}, value)
+    for name, hist in (("tgi_request_duration", m.e2e), ("tgi_request_queue_duration", m.queue_time),
+                       ("tgi_request_mean_time_per_token_duration", m.itl)):
+        w.lines.append(f"# TYPE {name} histogram")
+        w.histogram(name, {}, hist)
+    inp = Hist([m.prompt_mean * 8 / 100 * (i + 1) for i in range(100)])
+    inp.observe(m.prompt_mean, 0)
+    inp.sum, inp.count = m.prompt_tokens, m.e2e.count
+    gen = Hist([m.output_mean * 8 / 100 * (i + 1) for i in range(100)])
+    gen.sum, gen.count = math.floor(m.generation_tokens), m.e2e.count
+    for name, hist in (("tgi_request_input_length", inp), ("tgi_request_generated_tokens", gen)):
+        w.lines.append(f"# TYPE {name} histogram")
+        w.histogram(name, {}, hist)
+    return w.text()
+
+
+# -- servers --------------------------------------------------------------------------------
+
+ENGINE_VARIANTS = ("vllm", "vllm-v0", "sglang", "triton-trtllm", "trtllm-serve", "tgi")
+_BOUNDS = {
+    "vllm": (VLLM_TTFT, VLLM_ITL, VLLM_LATENCY, VLLM_LATENCY),
+    "vllm-v0": (VLLM_V0_TTFT, VLLM_V0_TPOT, VLLM_V0_E2E, VLLM_V0_E2E),
+    "sglang": (SGLANG_TTFT, SGLANG_ITL, SGLANG_E2E, SGLANG_QUEUE),
+    "triton-trtllm": (VLLM_TTFT, VLLM_ITL, VLLM_LATENCY, VLLM_LATENCY),
+    "trtllm-serve": (VLLM_TTFT, TRTLLM_TPOT, VLLM_LATENCY, VLLM_LATENCY),
+    "tgi": (TGI_DURATION, TGI_DURATION, TGI_DURATION, TGI_DURATION),
+}
+RESTART_OUTAGE_SECONDS = 3.0
+
+
+class EngineServer:
+    """One simulated engine on 127.0.0.1:<port>/metrics."""
+
+    def __init__(self, variant: str, model: str = "llama-3-8b", arrival_rate: float = 2.0, seed: int = 1,
+                 scenarios=None, dp_ranks: int = 1, clock: Callable[[], float] = time.monotonic, **load) -> None:
+        if variant not in ENGINE_VARIANTS:
+            raise ValueError(f"unknown engine variant {variant!r}")
+        self.variant = variant
+        self.model = model
+        self.scenarios = scenarios
+        self.clock = clock
+        self._t0 = clock()
+        ttft, itl, e2e, queue = _BOUNDS[variant]
+        ranks = dp_ranks if variant == "vllm" else 1
+        self.ranks = [LoadModel(arrival_rate=arrival_rate / ranks, seed=seed + i, ttft_bounds=ttft, itl_bounds=itl,
+                                e2e_bounds=e2e, queue_bounds=queue, load_factor=self._load_factor,
+                                prefill_factor=self._prefill_factor, **load) for i in range(ranks)]
+        self._restarted_at: float | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/metrics"
+
+    def _active(self, name: str) -> bool:
+        return bool(self.scenarios is not None and self.scenarios.active(name))
+
+    def _load_factor(self) -> float:
+        return 4.0 if self._active("queue-buildup") else 1.0
+
+    def _prefill_factor(self) -> float:
+        return 8.0 if self._active("ttft-surge") else 1.0
+
+    def restart(self) -> None:
+        """Simulate an engine restart: all state and counters start again from zero."""
+        now = self.clock()
+        self._restarted_at = now
+        self._t0 = now
+        for m in self.ranks:
+            m.reset()
+
+    def advance(self) -> None:
+        restart_active = self._active("engine-restart")
+        if restart_active and self._restarted_at is None:
+            self.restart()
+        elif not restart_active:
+            self._restarted_at = None
+        t = self.clock() - self._t0
+        for m in self.ranks:
+            m.advance(t)
+
+    def restarting(self) -> bool:
+        return self._restarted_at is not None and self.clock() - self._restarted_at < RESTART_OUTAGE_SECONDS
+
+    def render(self) -> str:
+        m = self.ranks[0]
+        if self.variant == "vllm":
+            return render_vllm(self.ranks, self.model)
+        if self.variant == "vllm-v0":
+            return render_vllm_v0(m, self.model)
+        if self.variant == "sglang":
+            return render_sglang(m, self.model)
+        if self.variant == "triton-trtllm":
+            return render_triton(m, "tensorrt_llm")
+        if self.variant == "trtllm-serve":
+            return render_trtllm_serve(m, self.model)
+        return render_tgi(m, self.model)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        self.advance()
+        if self.restarting():
+            return web.Response(status=503, text="engine restarting\n")
+        return web.Response(text=self.render(), content_type="text/plain", charset="utf-8",
+                            headers={"X-Engine": self.variant})
+
+    async def start(self, port: int = 0) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - learn the free port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+DEMO_ENGINES = (
+    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", {"dp_ranks": 2, "arrival_rate": 4.0}),
+    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", {"arrival_rate": 3.0}),
+    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", {"arrival_rate": 2.0}),
+    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", {"arrival_rate": 1.0}),
+)
+
+
+async def demo_part(ctx):
+    from .demo import DemoPart
+
+    servers: list[EngineServer] = []
+    endpoints = []
+    try:
+        for i, (name, variant, model, opts) in enumerate(DEMO_ENGINES):
+            server = EngineServer(variant, model=model, seed=ctx.rng.randrange(1 << 30) + i,
+                                  scenarios=ctx.scenarios, **opts)
+            await server.start()
+            servers.append(server)
+            ep = {"name": name, "url": server.url}
+            if variant == "tgi":
+                ep["model"] = model
+            endpoints.append(ep)
+    except BaseException:
+        for server in servers:
+            await server.stop()
+        raise
+
+    async def close() -> None:
+        for server in servers:
+            await server.stop()
+
+    return DemoPart(name="serving", sources={"serving": {"endpoints": endpoints}}, close=close,
+                    description=", ".join(f"{n} ({v}) :{s.port}" for (n, v, _, _), s in zip(DEMO_ENGINES, servers)))
