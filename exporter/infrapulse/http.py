@@ -98,7 +98,10 @@ def make_app(store: Store, state: DaemonState, registry,
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz_handler)
     app.router.add_get("/api/v1/sources", sources_handler)
-    app.router.add_get("/", index_handler)
     for extend in extensions:
         extend(app)
+    # The health service registers its status page at "/"; this landing page is the fallback.
+    if not any(r.method == "GET" and r.resource is not None and r.resource.canonical == "/"
+               for r in app.router.routes()):
+        app.router.add_get("/", index_handler)
     return app

@@ -1,5 +1,132 @@
-"""Config schema of the `health:` section."""
+"""Config schema of the `health:` section.
 
-from ..schema import Section
+The per-signal thresholds and weights default to the values in each signal's definition
+(`signals.SIGNALS`), so the schema and docs/health.md can never disagree with the code.
+Only the signals a user names are overridden.
+"""
 
-CONFIG = Section(doc="Health score settings.", fields={})
+from __future__ import annotations
+
+from ..schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
+
+COMPONENTS = ("network", "rdma", "gpu", "serving", "topology")
+DEFAULT_COMPONENT_WEIGHTS = {"network": 0.3, "rdma": 0.15, "gpu": 0.25, "serving": 0.3, "topology": 0.1}
+
+
+def _signal_names() -> tuple[str, ...]:
+    from .signals import SIGNALS
+
+    return tuple(SIGNALS)
+
+
+def _default_critical() -> list[str]:
+    from .signals import SIGNALS
+
+    return [s.name for s in SIGNALS.values() if s.critical]
+
+
+def _check_weights(weights: dict, path: str) -> None:
+    for name in weights:
+        if name not in COMPONENTS:
+            raise SchemaError(_join(path, f"weights.{name}"),
+                              f"unknown component (known: {', '.join(COMPONENTS)})")
+
+
+def _check_signal_keys(mapping: dict, path: str) -> None:
+    known = _signal_names()
+    for name in mapping:
+        if name not in known:
+            raise SchemaError(f"{path}.{name}", f"unknown signal (known: {', '.join(known)})")
+
+
+def _check_thresholds(value: dict, path: str) -> None:
+    _check_signal_keys(value, path)
+    for name, pair in value.items():
+        if pair["good"] is not None and pair["bad"] is not None and pair["good"] == pair["bad"]:
+            raise SchemaError(f"{path}.{name}", "good and bad thresholds must differ")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check(section: dict, path: str) -> None:
+    _check_weights(section["weights"], path)
+    # Components the user did not name keep their default weight.
+    section["weights"] = {**DEFAULT_COMPONENT_WEIGHTS, **section["weights"]}
+    _check_signal_keys(section["signal_weights"], _join(path, "signal_weights"))
+    known = _signal_names()
+    for i, name in enumerate(section["critical_signals"] or []):
+        if name not in known:
+            raise SchemaError(_join(path, f"critical_signals[{i}]"), f"unknown signal {name!r}")
+    if section["critical_signals"] is None:
+        section["critical_signals"] = _default_critical()
+    levels = section["status_thresholds"]
+    if levels["critical"] > levels["degraded"]:
+        raise SchemaError(_join(path, "status_thresholds"), "critical must be <= degraded")
+
+
+class _Thresholds(MapOf):
+    def validate(self, value, path):
+        out = super().validate(value, path)
+        _check_thresholds(out, path)
+        return out
+
+
+THRESHOLD_PAIR = Section(
+    doc="Where this signal's sub-score is 100 (good) and 0 (bad); linear in between. good > bad "
+        "means higher is better. Omit one to keep the built-in default.",
+    fields={
+        "good": Float("Value at or better than which the sub-score is 100."),
+        "bad": Float("Value at or worse than which the sub-score is 0."),
+    },
+)
+
+CONFIG = Section(
+    doc="Health score: signals -> sub-scores 0-100 -> component scores -> one score with reasons. "
+        "See docs/health.md for every signal's formula, window and default thresholds.",
+    fields={
+        "enabled": Bool("Compute and export the health score.", default=True),
+        "window": Duration("Window of rate and ratio signals (ECN ratio, PFC pause ratio, CNP rate, "
+                           "TTFT p95 ...).", default="1m", min=1),
+        "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "
+                                 "increases): an event keeps counting against the score this long.",
+                                 default="5m", min=1),
+        "weights": MapOf("Relative weight of each component (network, rdma, gpu, serving, topology) in "
+                         "the overall score; renormalised over the components that have data.",
+                         value=Float(min=0), default=dict(DEFAULT_COMPONENT_WEIGHTS)),
+        "signal_weights": MapOf("Relative weight of a signal inside its component, overriding the "
+                                "default (0 disables the signal).", value=Float(min=0), default={}),
+        "slo": Section(doc="Serving latency objectives: the good threshold of ttft_p95 / itl_p95 "
+                           "(bad defaults to twice the SLO).", fields={
+            "ttft_p95_seconds": Float("Time-to-first-token p95 objective.", default=1.5, min=0.001),
+            "itl_p95_seconds": Float("Inter-token-latency p95 objective.", default=0.05, min=0.0001),
+        }),
+        "thresholds": _Thresholds("Per-signal good/bad thresholds, e.g. "
+                                  "{ecn_marked_ratio: {good: 0.001, bad: 0.05}}.",
+                                  value=THRESHOLD_PAIR, default={}),
+        "critical_signals": ListOf("Signals that cap their component at their own sub-score, and the "
+                                   "overall score at critical_cap when they fire (sub-score 0). "
+                                   "Default: the signals marked critical in docs/health.md.",
+                                   item=Str()),
+        "critical_cap": Float("Highest overall score while any critical signal fires.",
+                              default=40, min=0, max=100),
+        "status_thresholds": Section(doc="Score bands for the status word and `infrapulse score`'s exit code.",
+                                     fields={
+            "degraded": Float("Below this the status is degraded (exit 1).", default=80, min=0, max=100),
+            "critical": Float("Below this the status is critical (exit 2).", default=50, min=0, max=100),
+        }),
+        "smoothing": Section(doc="Anti-flap: drops are shown at once, recoveries can be eased and small "
+                                 "wiggles ignored.", fields={
+            "recovery": Duration("Time constant of the exponential ease when a score rises (0s: off).",
+                                 default="0s", min=0),
+            "hysteresis": Float("A published score moves only when the raw score differs by at least "
+                                "this many points (0: off).", default=0, min=0, max=50),
+        }),
+        "detractors": Int("How many top detractors /api/v1/health lists (the metric keeps 3).",
+                          default=5, min=1, max=50),
+        "history": Duration("How much score history the status page sparkline keeps in memory.",
+                            default="1h", min=60, max=86400),
+    },
+    check=_check,
+)

@@ -1,0 +1,28 @@
+"""The families the health scorer publishes (source "health")."""
+
+from .. import catalog
+
+HEALTH_SCORE = catalog.declare(
+    "infrapulse_health_score", catalog.GAUGE,
+    "Overall health of this instance, 0 (broken) to 100 (healthy): components weighted, capped at "
+    "health.critical_cap while any critical signal fires. Absent when no signal has data.",
+    (), source="health")
+COMPONENT_SCORE = catalog.declare(
+    "infrapulse_health_component_score", catalog.GAUGE,
+    "Score 0-100 of one component (network, rdma, gpu, serving, topology): its signals weighted, "
+    "capped by its worst critical signal. Absent while the component has no data.",
+    ("component",), source="health")
+SIGNAL_SCORE = catalog.declare(
+    "infrapulse_health_signal_score", catalog.GAUGE,
+    "Sub-score 0-100 of one signal: that of its worst target (port, queue, GPU, endpoint).",
+    ("component", "signal"), source="health")
+COVERAGE = catalog.declare(
+    "infrapulse_health_coverage_ratio", catalog.GAUGE,
+    "Weighted share (0-1) of the applicable health signals that had data in this pass; missing "
+    "data is left out of the score, never counted as healthy.",
+    (), unit="ratio", source="health")
+DETRACTOR = catalog.declare(
+    "infrapulse_health_detractor_info", catalog.INFO,
+    "The top 3 things pulling the score down (rank 1 = largest impact); the sentence is in "
+    "/api/v1/health.",
+    ("rank", "component", "signal", "target"), source="health")

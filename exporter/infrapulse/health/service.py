@@ -1,0 +1,177 @@
+"""The health scorer inside the daemon: a background task, the families, the API and the page.
+
+`attach(daemon)` is called by the daemon at start (daemon.EXTENSIONS). Every daemon interval
+the service reads the store, scores, and publishes the infrapulse_health_* families back into
+the store as source "health", so /metrics serves them like any other family. It adds
+`GET /api/v1/health` (JSON) and the status page at `/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+
+from aiohttp import web
+
+from ..http import LINKS_KEY, STATE_KEY, sources_status
+from ..store import Snapshot, Store
+from . import page
+from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
+from .quantiles import ServingLatency
+from .readings import HEALTH_SOURCE, Readings
+from .scoring import Report, evaluate, report_json, resolve_settings, status_of
+from .signals import EXPECTED_LABELS, SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
+from .smoothing import Smoother
+
+log = logging.getLogger("infrapulse.health")
+
+METRIC_DETRACTORS = 3  # bounded cardinality of infrapulse_health_detractor_info
+HISTORY_STEP_SECONDS = 10.0  # one sparkline point per 10 s at most
+
+
+class HealthService:
+    def __init__(self, store: Store, config: dict, hostname: str, interval: float) -> None:
+        self.store = store
+        self.hostname = hostname
+        self.interval = interval
+        self.history: deque[tuple[float, float | None]] = deque()
+        self.report: Report | None = None
+        self._json: dict | None = None
+        self.configure(config)
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def configure(self, config: dict) -> None:
+        """(Re)build everything that depends on the `health:` section. History is kept."""
+        self.config = config
+        self.settings = resolve_settings(config)
+        self.readings = Readings({"window": config["window"], "event_window": config["event_window"]},
+                                 EXPECTED_LABELS, SPARSE_COUNTERS)
+        self.latency = ServingLatency(config["window"], self.readings.label_names)
+        self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
+        self.counters = counters_by_window()
+        span = config["history"]
+        self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
+
+    def on_reload(self, full_config: dict) -> None:
+        self.interval = full_config["interval"]
+        if full_config["health"] != self.config:
+            self.configure(full_config["health"])
+
+    # -- one pass ------------------------------------------------------------------------------
+
+    def measure(self) -> dict[str, list | None]:
+        self.readings.update(self.store, self.counters)
+        self.latency.update(self.store)
+        cfg = self.config
+        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoints(),
+                      window=cfg["window"],
+                      slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
+        present = self.readings.sources_present()
+        measured: dict[str, list | None] = {}
+        for name, signal in SIGNALS.items():
+            if not signal.applicable(present):
+                measured[name] = None
+                continue
+            values = signal.measure(ctx)
+            ctx.results[name] = values
+            measured[name] = values
+        self._latency = ctx.latency
+        return measured
+
+    def tick(self, now: float | None = None) -> Report:
+        now = time.time() if now is None else now
+        self.store.expire()
+        measured = self.measure()
+        report = evaluate(measured, self.config, self.settings, timestamp=now,
+                          max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
+        report.latency = self._latency
+        self._smooth(report, now)
+        self.report = report
+        self._json = None
+        self._publish(report)
+        if not self.history or now - self.history[-1][0] >= HISTORY_STEP_SECONDS:
+            self.history.append((now, report.score))
+        return report
+
+    def _smooth(self, report: Report, now: float) -> None:
+        raw_status = status_of(report.score, self.config)
+        previous = self.report.status if self.report else None
+        report.score = self.smoother.apply("score", report.score, now, force=raw_status != previous)
+        report.status = status_of(report.score, self.config)
+        for name, comp in report.components.items():
+            report.component_scores[name] = self.smoother.apply(("component", name), comp.score, now)
+
+    def _publish(self, report: Report) -> None:
+        snap = Snapshot(report.timestamp)
+        if report.score is not None:
+            snap.add(HEALTH_SCORE, (), report.score)
+        snap.add(COVERAGE, (), report.coverage)
+        for name, comp in report.components.items():
+            score = report.component_scores.get(name)
+            if score is not None:
+                snap.add(COMPONENT_SCORE, (name,), score)
+            for result in comp.signals:
+                if result.score is not None:
+                    snap.add(SIGNAL_SCORE, (name, result.signal.name), result.score)
+        for d in report.detractors[:METRIC_DETRACTORS]:
+            snap.add(DETRACTOR, (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
+        self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=max(3 * self.interval, 30.0))
+
+    def as_json(self) -> dict:
+        if self.report is None:
+            self.tick()
+        if self._json is None:
+            body = report_json(self.report)
+            body["detractors"] = body["detractors"][: self.config["detractors"]]
+            self._json = body
+        return {**self._json, "host": self.hostname, "sources": sources_status(self.store)}
+
+    # -- task ----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_run = loop.time()
+        while True:
+            try:
+                self.tick()
+            except Exception:  # a bug in one signal must not stop scoring for good
+                log.exception("health scoring failed")
+            next_run += self.interval
+            now = loop.time()
+            if next_run < now:
+                next_run = now + self.interval
+            await asyncio.sleep(next_run - now)
+
+    # -- HTTP ----------------------------------------------------------------------------------
+
+    def routes(self, app: web.Application) -> None:
+        async def health(request: web.Request) -> web.Response:
+            return web.json_response(self.as_json(), dumps=lambda o: json.dumps(o, indent=2))
+
+        async def status_page(request: web.Request) -> web.Response:
+            body = self.as_json()
+            state = request.app.get(STATE_KEY)
+            role_name = state.role if state is not None else ""
+            text = page.render(body, body["sources"], list(self.history), self.config["history"],
+                               self.hostname, role_name, request.app.get(LINKS_KEY, []))
+            return web.Response(text=text, content_type="text/html")
+
+        app.router.add_get("/api/v1/health", health)
+        app.router.add_get("/", status_page)
+
+
+def attach(daemon) -> HealthService | None:
+    """Start scoring inside `daemon`: a background task, /api/v1/health and the page at `/`."""
+    cfg = daemon.config["health"]
+    if not cfg["enabled"]:
+        return None
+    service = HealthService(daemon.store, cfg, daemon.state.hostname, daemon.config["interval"])
+    daemon.health = service
+    daemon.services.append(asyncio.create_task(service.run(), name="health"))
+    daemon.app_extensions.append(service.routes)
+    daemon.on_reload.append(service.on_reload)
+    return service
