@@ -1,0 +1,233 @@
+"""Source `dcgm`: read an existing dcgm-exporter /metrics and map DCGM_FI_* into infrapulse_gpu_*.
+
+Units are converted to base units (MiB -> bytes, mJ -> J, % -> ratio, MHz -> Hz, ns -> s).
+DCGM's "no data" sentinels are dropped (int64 values >= 0x7ffffffffffffff0, float values
+>= 2**47 = DCGM_FP64_BLANK), so a field DCGM cannot read is absent, not a huge number.
+Labels: `gpu`; the GPU UUID from `UUID`, `uuid` or `gpu_uuid`; MIG `GPU_I_ID` ->
+gpu_instance and `GPU_I_PROFILE` -> mig_profile; `pod`, `namespace`, `container` kept. The
+host label (`Hostname` up to dcgm-exporter 4.5.x, `hostname` after) is accepted in both
+spellings and not exported — Prometheus adds the target's own labels — but a host that is
+not this daemon's is logged once (the url probably points at another node).
+
+When the nvml source runs on the same node, this source exports only the families matching
+`owns` (default: the profiling families, which NVML does not measure), and nvml leaves those
+out; see gpu_families.Ownership. The HTTP side is infrapulse.scrape (timeout, size bound,
+retry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..schema import Bool, Duration, Int, ListOf, Section, Str
+from ..scrape import ScrapeError, Scraper, ScrapeTarget
+from ..store import Snapshot
+from ..textparse import MetricFamily
+from . import gpu_families as fam
+from .base import PollingSource, SourceContext, TargetResult
+
+TARGET = "dcgm"
+INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)  # DCGM_INT64_BLANK; NOT_FOUND/NOT_SUPPORTED/... are just above
+FP64_BLANK = float(2**47)  # DCGM_FP64_BLANK = 140737488355328.0
+MIB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    family: fam.catalog.Family
+    extra: tuple[str, ...] = ()  # label values after (gpu, uuid)
+    scale: float = 1.0
+    floating: bool = False  # a DCGM double field: its blank sentinel is 2**47, not 2**63
+
+
+def _m(family, extra=(), scale=1.0, floating=False) -> Mapping:
+    return Mapping(family, tuple(extra), scale, floating)
+
+
+FIELD_MAP: dict[str, Mapping] = {
+    "DCGM_FI_DEV_GPU_UTIL": _m(fam.UTILIZATION, scale=0.01),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": _m(fam.MEMORY_UTILIZATION, scale=0.01),
+    "DCGM_FI_DEV_FB_USED": _m(fam.MEMORY_USED, scale=MIB),
+    "DCGM_FI_DEV_FB_TOTAL": _m(fam.MEMORY_TOTAL, scale=MIB),
+    "DCGM_FI_DEV_FB_RESERVED": _m(fam.MEMORY_RESERVED, scale=MIB),
+    "DCGM_FI_DEV_POWER_USAGE": _m(fam.POWER, floating=True),
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": _m(fam.POWER_LIMIT, floating=True),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": _m(fam.ENERGY, scale=1e-3),
+    "DCGM_FI_DEV_GPU_TEMP": _m(fam.TEMPERATURE, ("gpu",)),
+    "DCGM_FI_DEV_MEMORY_TEMP": _m(fam.TEMPERATURE, ("memory",)),
+    "DCGM_FI_DEV_SM_CLOCK": _m(fam.CLOCK, ("sm",), scale=1e6),
+    "DCGM_FI_DEV_MEM_CLOCK": _m(fam.CLOCK, ("memory",), scale=1e6),
+    "DCGM_FI_DEV_PSTATE": _m(fam.PERFORMANCE_STATE),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": _m(fam.PCIE_REPLAYS),
+    "DCGM_FI_DEV_XID_ERRORS": _m(fam.LAST_XID),
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": _m(fam.ECC, ("corrected", "volatile")),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": _m(fam.ECC, ("uncorrected", "volatile")),
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": _m(fam.ECC, ("corrected", "aggregate")),
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": _m(fam.ECC, ("uncorrected", "aggregate")),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": _m(fam.REMAPPED_ROWS, ("correctable",)),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": _m(fam.REMAPPED_ROWS, ("uncorrectable",)),
+    "DCGM_FI_DEV_ROW_REMAP_PENDING": _m(fam.ROW_REMAP_PENDING),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": _m(fam.ROW_REMAP_FAILURE),
+    "DCGM_FI_DEV_RETIRED_SBE": _m(fam.RETIRED_PAGES, ("single_bit_ecc",)),
+    "DCGM_FI_DEV_RETIRED_DBE": _m(fam.RETIRED_PAGES, ("double_bit_ecc",)),
+    "DCGM_FI_DEV_RETIRED_PENDING": _m(fam.RETIRED_PAGES_PENDING),
+    # Violation counters are in ns since dcgm-exporter 2025-12 (microseconds before).
+    "DCGM_FI_DEV_POWER_VIOLATION": _m(fam.VIOLATION, ("power",), scale=1e-9),
+    "DCGM_FI_DEV_THERMAL_VIOLATION": _m(fam.VIOLATION, ("thermal",), scale=1e-9),
+    "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": _m(fam.VIOLATION, ("sync_boost",), scale=1e-9),
+    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION": _m(fam.VIOLATION, ("board_limit",), scale=1e-9),
+    "DCGM_FI_DEV_LOW_UTIL_VIOLATION": _m(fam.VIOLATION, ("low_util",), scale=1e-9),
+    "DCGM_FI_DEV_RELIABILITY_VIOLATION": _m(fam.VIOLATION, ("reliability",), scale=1e-9),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": _m(fam.PROFILING_PCIE, ("tx",)),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": _m(fam.PROFILING_PCIE, ("rx",)),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": _m(fam.PROFILING_NVLINK, ("tx",)),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": _m(fam.PROFILING_NVLINK, ("rx",)),
+    **{field: _m(family, floating=True) for field, family in fam.PROFILING.items()},
+}
+# Bitmask fields: one 0/1 series per clock event reason.
+CLOCK_REASON_FIELDS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+_FB_PARTS = ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED")
+
+
+def is_blank(value: float, floating: bool) -> bool:
+    """DCGM's 'no data' values: BLANK, NOT_FOUND, NOT_SUPPORTED, NOT_PERMISSIONED (and NaN)."""
+    if value != value:
+        return True
+    return value >= (FP64_BLANK if floating else INT64_BLANK)
+
+
+class DcgmMapper:
+    """Turns parsed dcgm-exporter families into a Snapshot of infrapulse_gpu_* families."""
+
+    def __init__(self, hostname: str = "", on_foreign_host: Callable[[str], None] | None = None) -> None:
+        self.hostname = hostname
+        self.on_foreign_host = on_foreign_host
+        self.unmapped: set[str] = set()  # DCGM fields seen but not mapped (for a one-time log)
+        self.blanks = 0  # sentinel values dropped in the last mapping
+
+    def map(self, families: dict[str, MetricFamily]) -> Snapshot:
+        snap = Snapshot()
+        self.blanks = 0
+        fb_parts: dict[tuple[str, ...], dict[str, float]] = {}
+        for family in families.values():
+            for sample in family.samples:
+                name = sample.name
+                labels = sample.labels
+                gpu = labels.get("gpu")
+                if gpu is None or not name.startswith("DCGM_"):
+                    continue  # NVSwitch / CPU entities, or not a DCGM field
+                uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
+                optional = (labels.get("GPU_I_ID", ""), labels.get("GPU_I_PROFILE", ""),
+                            labels.get("pod", ""), labels.get("namespace", ""), labels.get("container", ""))
+                self._check_host(labels)
+                self._info(snap, gpu, uuid, labels, optional)
+                mapping = FIELD_MAP.get(name)
+                value = sample.value
+                if name in CLOCK_REASON_FIELDS:
+                    if not is_blank(value, False):
+                        fam.add_clock_events(snap, gpu, uuid, int(value), fam.ALL_CLOCK_EVENT_BITS, optional)
+                    else:
+                        self.blanks += 1
+                    continue
+                if name in _FB_PARTS:
+                    if not is_blank(value, False):
+                        fb_parts.setdefault((gpu, uuid) + optional, {})[name] = value
+                if mapping is None:
+                    if name not in _FB_PARTS:
+                        self.unmapped.add(name)
+                    continue
+                if is_blank(value, mapping.floating):
+                    self.blanks += 1
+                    continue
+                snap.add(mapping.family, (gpu, uuid) + mapping.extra + optional, value * mapping.scale)
+        self._totals(snap, fb_parts)
+        return snap
+
+    def _totals(self, snap: Snapshot, fb_parts: dict[tuple[str, ...], dict[str, float]]) -> None:
+        # dcgm-exporter's default set has free/used/reserved but no total: total is their sum.
+        totals = snap.series.get(fam.MEMORY_TOTAL.name, {})
+        for key, parts in fb_parts.items():
+            if key in totals or "DCGM_FI_DEV_FB_FREE" not in parts or "DCGM_FI_DEV_FB_USED" not in parts:
+                continue
+            snap.add(fam.MEMORY_TOTAL, key, sum(parts.values()) * MIB)
+
+    def _info(self, snap: Snapshot, gpu: str, uuid: str, labels: dict[str, str], optional: tuple) -> None:
+        key = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "", labels.get("pci_bus_id", ""),
+               labels.get("DCGM_FI_DRIVER_VERSION", ""), "", optional[0], optional[1], "")
+        info = snap.series.get(fam.INFO.name)
+        if info is None or key not in info:
+            snap.add(fam.INFO, key, 1.0)
+
+    def _check_host(self, labels: dict[str, str]) -> None:
+        host = labels.get("hostname") or labels.get("Hostname")
+        if host and self.hostname and host != self.hostname and self.on_foreign_host is not None:
+            self.on_foreign_host(host)
+
+
+class DcgmSource(PollingSource):
+    name = "dcgm"
+    role = "node"
+    CONFIG = Section(
+        doc="Read a dcgm-exporter /metrics endpoint and map DCGM_FI_* fields into the infrapulse_gpu_* "
+            "families (units converted, DCGM no-data sentinels dropped).",
+        fields={
+            "enabled": Bool("Scrape dcgm-exporter.", default=False),
+            "url": Str("dcgm-exporter's metrics URL.", default="http://127.0.0.1:9400/metrics"),
+            "interval": Duration("Scrape interval; defaults to the global interval.", min=0.1),
+            "timeout": Duration("HTTP timeout of one scrape (capped below the interval).", default="4s",
+                                min=0.05),
+            "max_bytes": Int("Largest response body accepted.", default=16 << 20, min=1024),
+            "ca_file": Str("CA bundle for an https url (dcgm-exporter --web-config-file TLS).", default=""),
+            "bearer_token_file": Str("File holding a bearer token sent with each scrape (re-read on change).",
+                                     default=""),
+            "owns": ListOf(
+                "Family-name patterns (fnmatch) taken from DCGM when the nvml source also runs on the "
+                "node; nvml leaves these out and provides every other family. When nvml is not "
+                "running (disabled, or no NVML library) dcgm provides every family it maps.",
+                item=Str(), default=list(fam.DEFAULT_DCGM_OWNS)),
+        },
+    )
+
+    def __init__(self, config: dict, ctx: SourceContext) -> None:
+        super().__init__(config, ctx)
+        self.scraper = Scraper()
+        self.mapper = DcgmMapper(ctx.hostname, self._foreign_host)
+        self._foreign_logged: set[str] = set()
+        self._unmapped_logged: set[str] = set()
+        fam.ownership(self.store).dcgm_patterns = tuple(config["owns"])
+
+    def _foreign_host(self, host: str) -> None:
+        if host not in self._foreign_logged:
+            self._foreign_logged.add(host)
+            self.log.warning("dcgm-exporter reports another host; is the url pointing at this node?",
+                             extra={"dcgm_host": host, "this_host": self.ctx.hostname})
+
+    def _target(self) -> ScrapeTarget:
+        timeout = min(self.config["timeout"], self.interval * self.timeout_fraction * 0.9)
+        return ScrapeTarget(url=self.config["url"], timeout=timeout, max_bytes=self.config["max_bytes"],
+                            ca_file=self.config["ca_file"], bearer_token_file=self.config["bearer_token_file"])
+
+    async def collect(self) -> list[TargetResult]:
+        try:
+            result = await self.scraper.scrape(self._target())
+        except ScrapeError as exc:
+            return [TargetResult(TARGET, reason=exc.reason, message=exc.message)]
+        snap = self.mapper.map(result.families)
+        new = self.mapper.unmapped - self._unmapped_logged
+        if new:
+            self._unmapped_logged |= new
+            self.log.info("DCGM fields without an infrapulse family are ignored", extra={"fields": sorted(new)})
+        ownership = fam.ownership(self.store)
+        ownership.filter(snap, ownership.dcgm_exports)
+        return [TargetResult(TARGET, snap)]
+
+    def default_target(self) -> str:
+        return TARGET
+
+    async def close(self) -> None:
+        fam.ownership(self.store).dcgm_patterns = None
+        await self.scraper.close()
+
+
+SOURCE = DcgmSource
