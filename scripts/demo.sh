@@ -1,3 +1,6 @@
 #!/usr/bin/env bash
-# Placeholder until the local-stack demo script lands: the daemon on the simulated fabric.
-exec .venv/bin/infrapulse demo --listen "${INFRAPULSE_LISTEN:-127.0.0.1:9477}" "$@"
+# `make demo`: the daemon on the simulated fabric plus, where the Debian binaries are installed,
+# a local Prometheus (the repo's rules) and Alertmanager on loopback ports. Ctrl-C stops all.
+# Options are passed through, e.g. scripts/demo.sh --scenario pfc-storm --scrape-interval 2s
+cd "$(dirname "$0")/.." || exit 1
+exec .venv/bin/python scripts/demo_stack.py "$@"

@@ -1,0 +1,269 @@
+#!/usr/bin/env python3
+"""The local demo stack without Docker: `infrapulse demo` + Prometheus + Alertmanager.
+
+    .venv/bin/python scripts/demo_stack.py [--scrape-interval 5s] [--scenario pfc-storm ...]
+
+Starts the daemon on the simulated fabric and, when the Debian binaries are installed
+(/usr/bin/prometheus, /usr/bin/prometheus-alertmanager), a Prometheus scraping it with the
+repo's rules (alerts/*.rules.yaml) and an Alertmanager with alerts/alertmanager.yml, all on
+loopback ports with temporary data directories. Prints the URLs; Ctrl-C (or SIGTERM) stops
+everything and removes the temporary files.
+
+`Stack` is also what tests/e2e use to run the same stack with short intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMETHEUS = os.environ.get("INFRAPULSE_PROMETHEUS", "/usr/bin/prometheus")
+ALERTMANAGER = os.environ.get("INFRAPULSE_ALERTMANAGER", "/usr/bin/prometheus-alertmanager")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 2.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 - loopback only
+        return response.read()
+
+
+def http_post_json(url: str, body: dict, timeout: float = 2.0) -> dict:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - loopback only
+        return json.loads(response.read())
+
+
+def wait_http(url: str, process: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with code {process.returncode} before it was ready")
+        try:
+            http_get(url, timeout=1.0)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{what} not ready at {url} after {timeout:.0f}s")
+
+
+def prometheus_config(target: str, scrape_interval: str, evaluation_interval: str,
+                      alertmanager: str | None) -> dict:
+    """The same jobs and rules as deploy/prometheus/prometheus.yml, pointed at loopback ports."""
+    config: dict = {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval,
+                   "scrape_timeout": scrape_interval},
+        "rule_files": [str(ROOT / "alerts" / "*.rules.yaml")],
+        # The demo daemon runs both roles (node and fabric) in one process: one target, one job.
+        "scrape_configs": [{"job_name": "infrapulse", "static_configs": [{"targets": [target]}]}],
+    }
+    if alertmanager:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
+    return config
+
+
+def alertmanager_config(workdir: Path) -> Path | None:
+    """alerts/alertmanager.yml with its webhook url_files pointed at a local sink URL.
+
+    The repo's config reads receiver URLs from files (secrets in production); the demo writes
+    those files into its temp dir with a placeholder URL on loopback.
+    """
+    source = ROOT / "alerts" / "alertmanager.yml"
+    if not source.exists():
+        return None
+    config = yaml.safe_load(source.read_text())
+    for receiver in config.get("receivers", []):
+        for hook in receiver.get("webhook_configs", []):
+            if "url_file" in hook:
+                url_file = workdir / f"{receiver['name']}.url"
+                url_file.write_text(f"http://127.0.0.1:{free_port()}/{receiver['name']}\n")
+                hook["url_file"] = str(url_file)
+    path = workdir / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+class Stack:
+    """Start the demo daemon and, where installed, Prometheus and Alertmanager; `close()` stops all."""
+
+    def __init__(self, *, scrape_interval: str = "5s", evaluation_interval: str | None = None,
+                 demo_interval: str = "2s", scenarios: tuple[str, ...] = (), with_prometheus: bool = True,
+                 with_alertmanager: bool = True, log_dir: Path | None = None) -> None:
+        self.scrape_interval = scrape_interval
+        self.evaluation_interval = evaluation_interval or scrape_interval
+        self.demo_interval = demo_interval
+        self.scenarios = scenarios
+        self.with_prometheus = with_prometheus and Path(PROMETHEUS).exists()
+        self.with_alertmanager = with_alertmanager and self.with_prometheus and Path(ALERTMANAGER).exists()
+        self.workdir = Path(tempfile.mkdtemp(prefix="infrapulse-stack-"))
+        self.log_dir = log_dir or self.workdir
+        self.processes: list[tuple[str, subprocess.Popen]] = []
+        self.exporter_url = self.prometheus_url = self.alertmanager_url = ""
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        # A new session: Ctrl-C in the terminal reaches only this script, which stops the children in order.
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   cwd=ROOT, start_new_session=True)
+        log.close()
+        self.processes.append((name, process))
+        return process
+
+    def start(self) -> Stack:
+        try:
+            self._start()
+        except RuntimeError as exc:
+            tails = self.log_tails()
+            self.close()
+            raise RuntimeError(f"{exc}\n{tails}") from None
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def log_tails(self, lines: int = 15) -> str:
+        """The last lines of every child's log (the temp dir is removed on close)."""
+        out = []
+        for name, _ in self.processes:
+            path = self.log_dir / f"{name}.log"
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {name} ---\n" + "\n".join(tail))
+        return "\n".join(out)
+
+    def _start(self) -> None:
+        port = free_port()
+        argv = [sys.executable, "-m", "infrapulse", "demo", "--listen", f"127.0.0.1:{port}",
+                "--interval", self.demo_interval, "--workdir", str(self.workdir / "demo")]
+        for name in self.scenarios:
+            argv += ["--scenario", name]
+        demo = self._spawn("infrapulse", argv)
+        self.exporter_url = f"http://127.0.0.1:{port}"
+        wait_http(f"{self.exporter_url}/healthz", demo, "infrapulse demo", timeout=60)
+
+        am_target = None
+        if self.with_alertmanager:
+            config = alertmanager_config(self.workdir)
+            if config is not None:
+                am_port = free_port()
+                am = self._spawn("alertmanager", [
+                    ALERTMANAGER, f"--config.file={config}", f"--storage.path={self.workdir / 'am-data'}",
+                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=", "--log.level=warn"])
+                self.alertmanager_url = f"http://127.0.0.1:{am_port}"
+                wait_http(f"{self.alertmanager_url}/-/ready", am, "alertmanager")
+                am_target = f"127.0.0.1:{am_port}"
+
+        if self.with_prometheus:
+            prom_port = free_port()
+            config = self.workdir / "prometheus.yml"
+            config.write_text(yaml.safe_dump(prometheus_config(
+                f"127.0.0.1:{port}", self.scrape_interval, self.evaluation_interval, am_target)))
+            prom = self._spawn("prometheus", [
+                PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'prom-data'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}", "--storage.tsdb.retention.time=2h",
+                "--log.level=warn"])
+            self.prometheus_url = f"http://127.0.0.1:{prom_port}"
+            wait_http(f"{self.prometheus_url}/-/ready", prom, "prometheus")
+
+    def set_scenario(self, name: str, active: bool = True) -> dict:
+        return http_post_json(f"{self.exporter_url}/api/v1/scenarios", {"name": name, "active": active})
+
+    def known_scenarios(self) -> dict[str, str]:
+        return json.loads(http_get(f"{self.exporter_url}/api/v1/scenarios"))["known"]
+
+    def alive(self) -> list[str]:
+        return [name for name, p in self.processes if p.poll() is None]
+
+    def close(self) -> None:
+        """SIGTERM every child (last started first), SIGKILL what is left after 5 s, remove temp files."""
+        for _, process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for _, process in reversed(self.processes):
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self.processes.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="infrapulse demo with a local Prometheus and Alertmanager")
+    parser.add_argument("--scrape-interval", default="5s", help="Prometheus scrape/evaluation interval (default 5s)")
+    parser.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
+    parser.add_argument("--scenario", action="append", default=[], metavar="NAME",
+                        help="anomaly active from the start, repeatable (pfc-storm, ecn-spike, ttft-surge, ...)")
+    parser.add_argument("--no-prometheus", action="store_true", help="run only the daemon")
+    args = parser.parse_args(argv)
+
+    stopping = False
+
+    def stop(signum, frame):  # noqa: ARG001 - signal handler signature
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    stack = Stack(scrape_interval=args.scrape_interval, demo_interval=args.interval,
+                  scenarios=tuple(args.scenario), with_prometheus=not args.no_prometheus)
+    try:
+        stack.start()
+    except RuntimeError as exc:
+        print(f"demo failed to start: {exc}", file=sys.stderr)
+        return 1
+    print(f"infrapulse demo     {stack.exporter_url}/  (metrics: {stack.exporter_url}/metrics)")
+    print(f"  scenarios:        curl -XPOST {stack.exporter_url}/api/v1/scenarios "
+          "-d '{\"name\": \"pfc-storm\", \"active\": true}'")
+    if stack.prometheus_url:
+        print(f"Prometheus          {stack.prometheus_url}/  (rules: {stack.prometheus_url}/rules, "
+              f"alerts: {stack.prometheus_url}/alerts)")
+    else:
+        print(f"Prometheus          not started ({PROMETHEUS} not installed: apt-get install prometheus)")
+    if stack.alertmanager_url:
+        print(f"Alertmanager        {stack.alertmanager_url}/")
+    elif stack.prometheus_url:
+        print("Alertmanager        not started (prometheus-alertmanager not installed, or no alerts/alertmanager.yml)")
+    print("Grafana dashboards: docker compose up (compose.yaml), or import dashboards/*.json. Ctrl-C stops.")
+    sys.stdout.flush()
+    try:
+        while not stopping:
+            dead = [name for name, p in stack.processes if p.poll() is not None]
+            if dead:
+                print(f"{', '.join(dead)} exited; stopping\n{stack.log_tails()}", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    finally:
+        stack.close()
+        print("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
