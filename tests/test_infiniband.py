@@ -458,7 +458,7 @@ def scrape_node_exporter(sysfs_root: Path) -> str:
                     return resp.read().decode()
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    stderr = proc.stderr.read() if proc.stderr else ""
+                    stderr = proc.stderr.read() if proc.poll() is not None else "(timed out)"
                     raise AssertionError(f"node_exporter did not serve: {stderr}") from None
                 time.sleep(0.1)
     finally:
