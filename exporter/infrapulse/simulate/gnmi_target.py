@@ -1,0 +1,689 @@
+"""A simulated switch fabric that speaks gNMI (grpc.aio), one server per switch.
+
+Each `SimSwitch` holds ports x 8 priorities/queues of counters that advance with simulated
+traffic and with the demo's scenarios; `GnmiTarget` serves it over gNMI in the dialect of one
+shipped profile:
+
+  openconfig      OpenConfig paths, PROTO leaves (or JSON_IETF / JSON subtrees)
+  sonic           COUNTERS_DB / APPL_DB virtual paths, JSON_IETF maps with all-string values
+  nvidia-cumulus  OpenConfig + Cumulus switch-priority PFC and queue leaves, PROTO or JSON
+  arista-eos      OpenConfig + Arista PFC / ECN augments (module-qualified in JSON_IETF)
+
+The target honours STREAM subscriptions (SAMPLE with its interval, ON_CHANGE with heartbeats),
+sends sync_response after the initial state, and can be told to misbehave: refuse (every RPC
+fails UNAVAILABLE), drop (abort the stream after the sync), stall (stop sending), malformed
+(a counter becomes text). It checks the `username`/`password` metadata when a password is
+set and serves TLS from a generated test CA (see simulate/certs.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from pygnmi.spec.v080 import gnmi_pb2 as pb
+from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
+
+from ..sources.gnmi_paths import parse_path, strip_module
+from .scenarios import ScenarioBoard
+
+SCENARIOS = {
+    "pfc-storm": "switch side: PFC pause frames from one node-facing port climb on priority 3, queue 3 fills",
+    "ecn-spike": "switch side: ECN marking on queue 3 of one node-facing port ramps up",
+    "link-flap": "switch side: one node-facing port flaps (oper-status up/down, carrier transitions)",
+}
+
+PRIORITIES = 8
+PROFILES = ("openconfig", "sonic", "nvidia-cumulus", "arista-eos")
+SUPPORTED = {
+    "openconfig": (pb.PROTO, pb.JSON_IETF, pb.JSON),
+    "sonic": (pb.JSON_IETF,),
+    "nvidia-cumulus": (pb.PROTO, pb.JSON),
+    "arista-eos": (pb.PROTO, pb.JSON_IETF, pb.JSON),
+}
+# RFC 7951 module of each top-level tree, and the vendor augments that change it.
+BASE_MODULES = {"interfaces": "openconfig-interfaces", "qos": "openconfig-qos", "lldp": "openconfig-lldp"}
+AUGMENT_MODULES = {
+    "arista-eos": {"pfc": "arista-intf-augments", "ecn-marked-pkts": "arista-qos-augments"},
+    "nvidia-cumulus": {},
+    "openconfig": {},
+}
+FAULTS = ("refuse", "drop", "stall", "malformed")
+
+Elem = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def port_name(profile: str, index: int) -> str:
+    if profile == "sonic":
+        return f"Ethernet{index * 4}"
+    if profile == "nvidia-cumulus":
+        return f"swp{index + 1}"
+    return f"Ethernet{index + 1}"
+
+
+@dataclass
+class SimPort:
+    """Counters of one switch port; initial values are a known function of the port index."""
+
+    index: int
+    name: str
+    neighbor: tuple[str, str] | None = None  # (system name, port id) seen over LLDP
+    oper_up: bool = True
+    in_octets: int = 0
+    out_octets: int = 0
+    in_pkts: int = 0
+    out_pkts: int = 0
+    in_errors: int = 0
+    out_errors: int = 0
+    in_discards: int = 0
+    out_discards: int = 0
+    fcs_errors: int = 0
+    carrier_transitions: int = 0
+    pfc_rx: list[int] = field(default_factory=list)
+    pfc_tx: list[int] = field(default_factory=list)
+    pfc_rx_us: list[int] = field(default_factory=list)
+    pfc_tx_us: list[int] = field(default_factory=list)
+    q_tx_pkts: list[int] = field(default_factory=list)
+    q_tx_bytes: list[int] = field(default_factory=list)
+    q_dropped: list[int] = field(default_factory=list)
+    q_ecn: list[int] = field(default_factory=list)
+    q_depth: list[int] = field(default_factory=list)
+    q_watermark: list[int] = field(default_factory=list)
+
+    @classmethod
+    def initial(cls, index: int, name: str, neighbor: tuple[str, str] | None) -> SimPort:
+        i = index
+        return cls(
+            index=i, name=name, neighbor=neighbor, in_octets=1_000_000 * (i + 1), out_octets=2_000_000 * (i + 1),
+            in_pkts=1000 * (i + 1), out_pkts=2000 * (i + 1), in_errors=i, out_errors=2 * i, in_discards=3 * i,
+            out_discards=4 * i, fcs_errors=5 * i, carrier_transitions=1,
+            pfc_rx=[10 * i + p for p in range(PRIORITIES)], pfc_tx=[20 * i + p for p in range(PRIORITIES)],
+            pfc_rx_us=[1000 * (10 * i + p) for p in range(PRIORITIES)],
+            pfc_tx_us=[1000 * (20 * i + p) for p in range(PRIORITIES)],
+            q_tx_pkts=[1000 * i + q for q in range(PRIORITIES)], q_tx_bytes=[4096 * (1000 * i + q) for q in range(PRIORITIES)],
+            q_dropped=[q for q in range(PRIORITIES)], q_ecn=[10 * q + i for q in range(PRIORITIES)],
+            q_depth=[100 * q for q in range(PRIORITIES)], q_watermark=[1000 * q + i for q in range(PRIORITIES)])
+
+
+class SimSwitch:
+    """One switch's state. `frozen` switches never advance (tests assert exact values)."""
+
+    def __init__(self, name: str, profile: str, ports: int = 8, neighbors: dict[int, tuple[str, str]] | None = None,
+                 frozen: bool = False, seed: int = 0) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"unknown profile {profile!r}")
+        self.name = name
+        self.profile = profile
+        neighbors = neighbors or {}
+        self.ports = [SimPort.initial(i, port_name(profile, i), neighbors.get(i)) for i in range(ports)]
+        self.frozen = frozen
+        self.rng = random.Random(seed)
+        self.scenarios: ScenarioBoard | None = None
+        self.storm_port, self.ecn_port, self.flap_port = 0, 1, 2
+        self._last = time.monotonic()
+        self._flap_phase = 0
+        self.pending_deletes: list[str] = []  # paths announced deleted on every stream
+        self.version = 0  # bumped on every structural change (ports, neighbours)
+
+    def port(self, name: str) -> SimPort:
+        for p in self.ports:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    # -- structural changes (tests) -------------------------------------------------------------
+
+    def remove_port(self, name: str) -> None:
+        port = self.port(name)
+        self.ports.remove(port)
+        if self.profile != "sonic":
+            self.pending_deletes += [f"/interfaces/interface[name={name}]",
+                                     f"/qos/interfaces/interface[interface-id={name}]",
+                                     f"/lldp/interfaces/interface[name={name}]"]
+        self.version += 1
+
+    def remove_neighbor(self, name: str) -> None:
+        port = self.port(name)
+        if port.neighbor and self.profile != "sonic":
+            self.pending_deletes.append(f"/lldp/interfaces/interface[name={name}]/neighbors/neighbor[id={port.neighbor[0]}]")
+        port.neighbor = None
+        self.version += 1
+
+    # -- traffic ----------------------------------------------------------------------------------
+
+    def advance(self) -> None:
+        now = time.monotonic()
+        dt, self._last = now - self._last, now
+        if self.frozen or dt <= 0:
+            return
+        board = self.scenarios
+        rng = self.rng
+        for p in self.ports:
+            if not p.oper_up:
+                continue
+            rate = 1.0e9 * (0.8 + 0.4 * rng.random())  # bytes/s each way, ~8 Gb/s
+            rx, tx = int(rate * dt), int(rate * 0.9 * dt)
+            p.in_octets += rx
+            p.out_octets += tx
+            p.in_pkts += rx // 4096
+            p.out_pkts += tx // 4096
+            p.q_tx_pkts[3] += int(tx * 0.8) // 4096
+            p.q_tx_bytes[3] += int(tx * 0.8)
+            p.q_tx_pkts[0] += int(tx * 0.2) // 4096
+            p.q_tx_bytes[0] += int(tx * 0.2)
+            p.q_ecn[3] += int(rng.random() * 3 * dt)
+            p.pfc_rx[3] += int(rng.random() * 2 * dt)
+            p.q_depth[3] = int(rng.random() * 20_000)
+            p.q_watermark[3] = max(p.q_watermark[3], p.q_depth[3])
+        if board is None:
+            return
+        ports = self.ports
+        if board.active("pfc-storm") and self.storm_port < len(ports):
+            p = ports[self.storm_port]
+            p.pfc_rx[3] += int(50_000 * dt)
+            p.pfc_rx_us[3] += int(900_000 * dt)  # paused 90% of the time
+            p.q_depth[3] = 4_000_000
+            p.q_watermark[3] = max(p.q_watermark[3], 6_000_000)
+        if board.active("ecn-spike") and self.ecn_port < len(ports):
+            p = ports[self.ecn_port]
+            ramp = min(1.0, board.elapsed("ecn-spike") / 60.0)
+            sent = int(200_000 * dt)
+            p.q_tx_pkts[3] += sent
+            p.q_ecn[3] += int(sent * 0.5 * ramp)
+            p.q_depth[3] = int(2_000_000 * ramp)
+            p.q_watermark[3] = max(p.q_watermark[3], p.q_depth[3])
+        if board.active("link-flap") and self.flap_port < len(ports):
+            phase = int(board.elapsed("link-flap") // 5)  # toggle every 5 s
+            if phase != self._flap_phase:
+                self._flap_phase = phase
+                p = ports[self.flap_port]
+                p.oper_up = not p.oper_up
+                p.carrier_transitions += 1
+        elif self._flap_phase and self.flap_port < len(ports):
+            self._flap_phase = 0
+            p = ports[self.flap_port]
+            if not p.oper_up:
+                p.oper_up = True
+                p.carrier_transitions += 1
+
+    # -- the data tree in the profile's dialect ----------------------------------------------------
+
+    def containers(self, malformed: bool = False) -> list[tuple[tuple[Elem, ...], dict[str, object]]]:
+        """OpenConfig-style (container path, {leaf: value}) pairs for every port."""
+        out: list[tuple[tuple[Elem, ...], dict[str, object]]] = []
+        prof = self.profile
+        for p in self.ports:
+            iface = (("interfaces", ()), ("interface", (("name", p.name),)))
+            counters: dict[str, object] = {
+                "in-octets": p.in_octets, "out-octets": p.out_octets, "in-pkts": p.in_pkts,
+                "out-pkts": p.out_pkts, "in-errors": p.in_errors, "out-errors": p.out_errors,
+                "in-discards": p.in_discards, "out-discards": p.out_discards,
+                "carrier-transitions": p.carrier_transitions}
+            if malformed and p.index == 0:
+                counters["in-octets"] = "n/a (garbage)"
+            if prof != "nvidia-cumulus":
+                counters["in-fcs-errors"] = p.fcs_errors
+            out.append((iface + (("state", ()), ("counters", ())), counters))
+            out.append((iface + (("state", ()),), {"oper-status": "UP" if p.oper_up else "DOWN"}))
+            if prof == "nvidia-cumulus":
+                out.append((iface + (("ethernet", ()), ("state", ()), ("counters", ())),
+                            {"in-fcs-errors": p.fcs_errors}))
+            if prof == "arista-eos":
+                for prio in range(PRIORITIES):
+                    out.append((iface + (("ethernet", ()), ("pfc", ()), ("priorities", ()),
+                                         ("priority", (("index", str(prio)),)), ("state", ())),
+                                {"index": prio, "in-frames": p.pfc_rx[prio], "out-frames": p.pfc_tx[prio]}))
+            qif = (("qos", ()), ("interfaces", ()), ("interface", (("interface-id", p.name),)))
+            if prof == "nvidia-cumulus":
+                for prio in range(PRIORITIES):
+                    sp = qif + (("switch-priority", (("priority", str(prio)),)), ("state", ()))
+                    out.append((sp, {"priority": prio, "in-pause-duration": p.pfc_rx_us[prio],
+                                     "out-pause-duration": p.pfc_tx_us[prio]}))
+                    out.append((sp + (("counters", ()),), {"in-pause-pkts": p.pfc_rx[prio],
+                                                           "out-pause-pkts": p.pfc_tx[prio]}))
+            for q in range(PRIORITIES):
+                state: dict[str, object] = {"name": str(q), "transmit-pkts": p.q_tx_pkts[q],
+                                            "transmit-octets": p.q_tx_bytes[q], "ecn-marked-pkts": p.q_ecn[q]}
+                if prof == "nvidia-cumulus":
+                    state.update({"no-buffer-uc-dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": 0,
+                                  "instant-queue-len": p.q_depth[q], "max-queue-len": p.q_watermark[q]})
+                elif prof == "arista-eos":
+                    state.update({"dropped-pkts": p.q_dropped[q]})
+                else:
+                    state.update({"dropped-pkts": p.q_dropped[q], "max-queue-len": p.q_watermark[q]})
+                out.append((qif + (("output", ()), ("queues", ()), ("queue", (("name", str(q)),)), ("state", ())),
+                            state))
+            if p.neighbor:
+                system, port_id = p.neighbor
+                out.append(((("lldp", ()), ("interfaces", ()), ("interface", (("name", p.name),)), ("neighbors", ()),
+                             ("neighbor", (("id", system),)), ("state", ())),
+                            {"id": system, "system-name": system, "port-id": port_id, "port-id-type": "INTERFACE_NAME"}))
+        return out
+
+    def sonic_table(self, path: list[str], malformed: bool = False) -> dict | None:
+        """The JSON map a SONiC virtual path returns, or None if the path is unknown."""
+        if len(path) == 3 and path[0] == "COUNTERS" and path[2] == "Queues":
+            out: dict[str, dict[str, str]] = {}
+            for p in self.ports:
+                for q in range(PRIORITIES):
+                    out[f"{p.name}:{q}"] = {
+                        "SAI_QUEUE_STAT_PACKETS": str(p.q_tx_pkts[q]), "SAI_QUEUE_STAT_BYTES": str(p.q_tx_bytes[q]),
+                        "SAI_QUEUE_STAT_DROPPED_PACKETS": str(p.q_dropped[q]),
+                        "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": str(p.q_ecn[q]),
+                        "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": str(p.q_depth[q])}
+                    out[f"{p.name}:{q}:periodic"] = {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": str(p.q_watermark[q])}
+            return out
+        if len(path) == 3 and path[0] == "COUNTERS":
+            getter = _sonic_port_field(path[2])
+            if getter is None:
+                return None
+            return {p.name: ("garbage" if malformed and p.index == 0 else str(getter(p))) for p in self.ports}
+        if len(path) == 3 and path[0] == "PORT_TABLE" and path[2] == "oper_status":
+            return {p.name: "up" if p.oper_up else "down" for p in self.ports}
+        if len(path) == 2 and path[0] == "LLDP_ENTRY_TABLE":
+            return {p.name: {"lldp_rem_sys_name": p.neighbor[0], "lldp_rem_port_id": p.neighbor[1],
+                             "lldp_rem_port_desc": f"{p.neighbor[0]} {p.neighbor[1]}"}
+                    for p in self.ports if p.neighbor}
+        return None
+
+
+_SONIC_PORT_FIELDS = {
+    "SAI_PORT_STAT_IF_IN_OCTETS": lambda p: p.in_octets, "SAI_PORT_STAT_IF_OUT_OCTETS": lambda p: p.out_octets,
+    "SAI_PORT_STAT_IF_IN_ERRORS": lambda p: p.in_errors, "SAI_PORT_STAT_IF_OUT_ERRORS": lambda p: p.out_errors,
+    "SAI_PORT_STAT_IF_IN_DISCARDS": lambda p: p.in_discards,
+    "SAI_PORT_STAT_IF_OUT_DISCARDS": lambda p: p.out_discards,
+    "SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS": lambda p: p.fcs_errors,
+}
+_SONIC_PFC = re.compile(r"SAI_PORT_STAT_PFC_(\d)_(RX|TX)_(PKTS|PAUSE_DURATION_US)")
+
+
+def _sonic_port_field(name: str):
+    if name in _SONIC_PORT_FIELDS:
+        return _SONIC_PORT_FIELDS[name]
+    m = _SONIC_PFC.fullmatch(name)
+    if not m:
+        return None
+    prio = int(m.group(1))
+    attr = {("RX", "PKTS"): "pfc_rx", ("TX", "PKTS"): "pfc_tx", ("RX", "PAUSE_DURATION_US"): "pfc_rx_us",
+            ("TX", "PAUSE_DURATION_US"): "pfc_tx_us"}[(m.group(2), m.group(3))]
+    return lambda p: getattr(p, attr)[prio]
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+def _elems(path: pb.Path) -> list[tuple[str, dict[str, str]]]:
+    return [(strip_module(e.name), dict(e.key)) for e in path.elem]
+
+
+def _matches(sub: list[tuple[str, dict[str, str]]], full: tuple[Elem, ...]) -> bool:
+    if len(sub) > len(full):
+        return False
+    for (sname, skeys), (name, keys) in zip(sub, full):
+        if sname != name and sname != "*":
+            return False
+        if skeys:
+            have = dict(keys)
+            for k, v in skeys.items():
+                if v != "*" and have.get(k) != v:
+                    return False
+    return True
+
+
+def _proto_path(elems: Iterable[Elem], origin: str = "", target: str = "") -> pb.Path:
+    return pb.Path(origin=origin, target=target, elem=[pb.PathElem(name=n, key=dict(k)) for n, k in elems])
+
+
+def _typed(value: object) -> pb.TypedValue:
+    if isinstance(value, bool):
+        return pb.TypedValue(bool_val=value)
+    if isinstance(value, int):
+        return pb.TypedValue(uint_val=value) if value >= 0 else pb.TypedValue(int_val=value)
+    if isinstance(value, float):
+        return pb.TypedValue(double_val=value)
+    return pb.TypedValue(string_val=str(value))
+
+
+def _json_scalar(value: object, ietf: bool) -> object:
+    if ietf and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)  # RFC 7951: 64-bit integers travel as strings
+    return value
+
+
+def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool, module: str,
+                  augments: dict[str, str]) -> object:
+    """Nest leaves below one subscription instance into RFC 7951-style JSON (lists keep their keys)."""
+    if len(rel_leaves) == 1 and not rel_leaves[0][0]:
+        return _json_scalar(rel_leaves[0][1], ietf)
+    root: dict = {}
+    entries: dict[tuple, dict] = {}
+    for rel, value in rel_leaves:
+        node, current, trail = root, module, ()
+        for depth, (name, keys) in enumerate(rel):
+            owner = augments.get(name, current)
+            member = f"{owner}:{name}" if ietf and (depth == 0 or owner != current) else name
+            current = owner
+            trail += ((name, keys),)
+            if keys:
+                entry = entries.get(trail)
+                if entry is None:
+                    entry = entries[trail] = {k: v for k, v in keys}
+                    node.setdefault(member, []).append(entry)
+                node = entry
+            elif depth == len(rel) - 1:
+                node[member] = _json_scalar(value, ietf)
+            else:
+                node = node.setdefault(member, {})
+    return root
+
+
+class Renderer:
+    """Notifications for one subscription, in one encoding, from a switch's current state."""
+
+    def __init__(self, switch: SimSwitch, prefix: pb.Path, sub: pb.Subscription, encoding: int) -> None:
+        self.switch = switch
+        self.prefix = prefix
+        self.sub = sub
+        self.sub_elems = _elems(sub.path)
+        self.encoding = encoding
+
+    def leaves(self, malformed: bool) -> dict[tuple[Elem, ...], object]:
+        out = {}
+        for container, values in self.switch.containers(malformed):
+            for leaf, value in values.items():
+                full = container + ((leaf, ()),)
+                if _matches(self.sub_elems, full):
+                    out[full] = value
+        return out
+
+    def render(self, malformed: bool = False, previous: dict | None = None) -> tuple[list[pb.Notification], dict]:
+        """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE)."""
+        ts = time.time_ns()
+        if self.switch.profile == "sonic":
+            names = [name for name, _ in self.sub_elems]
+            table = self.switch.sonic_table(names, malformed)
+            if table is None or (previous is not None and previous.get("table") == table):
+                return [], {"table": table}
+            update = pb.Update(path=self.sub.path, val=pb.TypedValue(json_ietf_val=json.dumps(table).encode()))
+            return [pb.Notification(timestamp=ts, prefix=self.prefix, update=[update])], {"table": table}
+        leaves = self.leaves(malformed)
+        if previous is not None:
+            changed = {k: v for k, v in leaves.items() if previous.get(k, _ABSENT) != v}
+        else:
+            changed = leaves
+        if not changed:
+            return [], leaves
+        origin, target = self.prefix.origin, self.prefix.target
+        notes = []
+        if self.encoding == pb.PROTO:
+            groups: dict[tuple, list] = {}
+            for full, value in changed.items():
+                groups.setdefault(full[:-1], []).append((full[-1][0], value))
+            for container, items in groups.items():
+                notes.append(pb.Notification(
+                    timestamp=ts, prefix=_proto_path(container, origin, target),
+                    update=[pb.Update(path=pb.Path(elem=[pb.PathElem(name=leaf)]), val=_typed(v)) for leaf, v in items]))
+            return notes, leaves
+        ietf = self.encoding == pb.JSON_IETF
+        depth = len(self.sub_elems)
+        instances = {full[:depth] for full in changed}
+        augments = AUGMENT_MODULES.get(self.switch.profile, {})
+        for inst in sorted(instances):
+            module = BASE_MODULES.get(inst[0][0], "openconfig")
+            for name, _ in inst:
+                module = augments.get(name, module)
+            rel = [(full[depth:], v) for full, v in leaves.items() if full[:depth] == inst]
+            doc = _json_subtree(rel, ietf, module, augments)
+            raw = json.dumps(doc).encode()
+            val = pb.TypedValue(json_ietf_val=raw) if ietf else pb.TypedValue(json_val=raw)
+            notes.append(pb.Notification(timestamp=ts, prefix=pb.Path(origin=origin, target=target),
+                                         update=[pb.Update(path=_proto_path(inst), val=val)]))
+        return notes, leaves
+
+
+_ABSENT = object()
+
+
+# -- the gRPC service ----------------------------------------------------------------------------
+
+
+class GnmiTarget(pb_grpc.gNMIServicer):
+    """Serves one SimSwitch on its own loopback port."""
+
+    def __init__(self, switch: SimSwitch, *, username: str = "", password: str = "",
+                 tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
+                 encodings: tuple[int, ...] | None = None, min_sample_interval: float = 1.0,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.switch = switch
+        self.username = username
+        self.password = password
+        self.tls = tls  # (cert chain PEM, key PEM)
+        self.client_ca = client_ca  # require client certificates signed by this CA
+        self.encodings = encodings or SUPPORTED[switch.profile]
+        self.min_sample_interval = min_sample_interval
+        self.host = host
+        self.port = port
+        self.fault: str | None = None
+        self.fault_changed = asyncio.Event()
+        self.subscribe_calls = 0
+        self.active_streams = 0
+        self._server: grpc.aio.Server | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        pb_grpc.add_gNMIServicer_to_server(self, server)
+        bind = f"{self.host}:{self.port}"
+        if self.tls:
+            creds = grpc.ssl_server_credentials([(self.tls[1], self.tls[0])], root_certificates=self.client_ca,
+                                                require_client_auth=self.client_ca is not None)
+            self.port = server.add_secure_port(bind, creds)
+        else:
+            self.port = server.add_insecure_port(bind)
+        await server.start()
+        self._server = server
+
+    async def stop(self, grace: float | None = None) -> None:
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+    async def restart(self) -> None:
+        """Stop (dropping every stream) and serve again on the same port."""
+        await self.stop()
+        await self.start()
+
+    def set_fault(self, fault: str | None) -> None:
+        if fault is not None and fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}; known: {', '.join(FAULTS)}")
+        self.fault = fault
+        self.fault_changed.set()
+        self.fault_changed = asyncio.Event()
+
+    async def _gate(self, context) -> None:
+        if self.fault == "refuse":
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "target refuses service (simulated fault)")
+        if self.password:
+            md = dict(context.invocation_metadata())
+            if md.get("username") != self.username or md.get("password") != self.password:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid username or password")
+
+    async def Capabilities(self, request, context):
+        await self._gate(context)
+        return pb.CapabilityResponse(supported_encodings=list(self.encodings), gNMI_version="0.8.0")
+
+    async def Get(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Get is not simulated")
+
+    async def Set(self, request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Set is not simulated")
+
+    async def Subscribe(self, request_iterator, context):
+        await self._gate(context)
+        self.subscribe_calls += 1
+        try:
+            first = await request_iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        if not first.HasField("subscribe"):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first request must be a SubscriptionList")
+        sl = first.subscribe
+        if sl.encoding not in self.encodings:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"encoding {pb.Encoding.Name(sl.encoding)} not supported")
+        if sl.mode != pb.SubscriptionList.STREAM:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "only STREAM subscriptions are simulated")
+        prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
+        plans = []
+        for sub in sl.subscription:
+            interval = sub.sample_interval / 1e9
+            if sub.mode == pb.SAMPLE and 0 < interval < self.min_sample_interval:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"invalid interval: sample_interval below {self.min_sample_interval:g}s")
+            plans.append(_Plan(Renderer(self.switch, prefix, sub, sl.encoding), sub))
+        self.active_streams += 1
+        try:
+            async for resp in self._stream(plans):
+                yield resp
+            # the target stops serving a dropped stream with an error, as a reset switch would
+            if self.fault == "drop":
+                await context.abort(grpc.StatusCode.UNAVAILABLE, "stream dropped (simulated fault)")
+        finally:
+            self.active_streams -= 1
+
+    async def _stream(self, plans: list[_Plan]):
+        switch = self.switch
+        switch.advance()
+        sent_deletes = len(switch.pending_deletes)
+        while self.fault == "stall":
+            await self.fault_changed.wait()
+        malformed = self.fault == "malformed"
+        for plan in plans:
+            notes, plan.state = plan.renderer.render(malformed)
+            plan.last_sent = time.monotonic()
+            for n in notes:
+                yield pb.SubscribeResponse(update=n)
+        yield pb.SubscribeResponse(sync_response=True)
+        if self.fault == "drop":
+            return
+        tick = min([p.period for p in plans if p.period] + [1.0])
+        tick = max(0.05, min(tick, 0.5))
+        while True:
+            await asyncio.sleep(tick)
+            while self.fault == "stall":
+                await self.fault_changed.wait()
+            if self.fault in ("drop", "refuse"):
+                return
+            malformed = self.fault == "malformed"
+            switch.advance()
+            if len(switch.pending_deletes) > sent_deletes:
+                origin = plans[0].renderer.prefix.origin if plans else ""
+                deletes = [_proto_path(_tuple_path(p)) for p in switch.pending_deletes[sent_deletes:]]
+                sent_deletes = len(switch.pending_deletes)
+                yield pb.SubscribeResponse(update=pb.Notification(
+                    timestamp=time.time_ns(), prefix=pb.Path(origin=origin), delete=deletes))
+            now = time.monotonic()
+            for plan in plans:
+                notes = plan.due(now, malformed)
+                for n in notes:
+                    yield pb.SubscribeResponse(update=n)
+
+
+def _tuple_path(text: str) -> tuple[Elem, ...]:
+    return tuple((name, tuple(sorted(keys.items()))) for name, keys in parse_path(text))
+
+
+class _Plan:
+    """When and what to send for one subscription."""
+
+    def __init__(self, renderer: Renderer, sub: pb.Subscription) -> None:
+        self.renderer = renderer
+        self.on_change = sub.mode == pb.ON_CHANGE
+        self.period = (sub.sample_interval / 1e9 or 1.0) if not self.on_change else 0.0
+        self.heartbeat = sub.heartbeat_interval / 1e9
+        self.state: dict = {}
+        self.last_sent = 0.0
+
+    def due(self, now: float, malformed: bool) -> list[pb.Notification]:
+        if self.on_change:
+            if self.heartbeat and now - self.last_sent >= self.heartbeat:
+                notes, self.state = self.renderer.render(malformed)
+                self.last_sent = now
+                return notes
+            notes, self.state = self.renderer.render(malformed, previous=self.state)
+            if notes:
+                self.last_sent = now
+            return notes
+        if now - self.last_sent + 1e-3 < self.period:
+            return []
+        self.last_sent = now
+        notes, self.state = self.renderer.render(malformed)
+        return notes
+
+
+# -- a fabric of targets (demo, tests) ------------------------------------------------------------
+
+
+class SimFabric:
+    """N switches x M ports, one target each; nodes' NICs are the LLDP neighbours (rail-optimised:
+    NIC j of every node is cabled to switch j, node k on port k)."""
+
+    def __init__(self, switches: list[SimSwitch], **target_options) -> None:
+        self.switches = switches
+        self.targets = [GnmiTarget(s, **target_options) for s in switches]
+
+    @classmethod
+    def rails(cls, nodes: Iterable[str], profiles: Iterable[str], ports: int = 16,
+              nics: tuple[str, ...] = ("ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0"),
+              scenarios: ScenarioBoard | None = None, **target_options) -> SimFabric:
+        nodes = list(nodes)
+        switches = []
+        for rail, profile in enumerate(profiles):
+            nic = nics[rail % len(nics)]
+            neighbors = {k: (node, nic) for k, node in enumerate(nodes) if k < ports}
+            sw = SimSwitch(f"leaf{rail + 1:02d}", profile, ports=ports, neighbors=neighbors, seed=rail)
+            sw.scenarios = scenarios
+            switches.append(sw)
+        return cls(switches, **target_options)
+
+    async def start(self) -> None:
+        for target in self.targets:
+            await target.start()
+
+    async def close(self) -> None:
+        for target in self.targets:
+            await target.stop()
+
+
+async def demo_part(ctx):
+    """Four leaf switches (one per profile) on loopback, TLS from a throwaway CA, password auth."""
+    from .certs import make_test_pki
+    from .demo import DemoPart
+
+    pki_dir = Path(ctx.workdir) / "gnmi-pki"
+    pki = make_test_pki(pki_dir)
+    password_file = pki_dir / "gnmi-password"
+    password = f"demo-{random.Random().getrandbits(48):012x}"
+    password_file.write_text(password + "\n")
+    password_file.chmod(0o600)
+    fabric = SimFabric.rails(ctx.nodes, PROFILES, ports=16, scenarios=ctx.scenarios, username="infrapulse",
+                             password=password, tls=(pki.read("server_cert"), pki.read("server_key")))
+    await fabric.start()
+    sources = {"gnmi": {
+        "defaults": {"sample_interval": "1s", "username": "infrapulse", "password_file": str(password_file),
+                     "tls": {"ca_file": str(pki.ca_file), "server_name": "localhost"}},
+        "targets": [{"name": t.switch.name, "address": t.address, "profile": t.switch.profile}
+                    for t in fabric.targets],
+    }}
+    return DemoPart(name="gnmi", sources=sources, close=fabric.close,
+                    description=f"{len(fabric.targets)} gNMI switches (TLS, password) on "
+                                + ", ".join(t.address for t in fabric.targets))

@@ -1,0 +1,77 @@
+"""The switch families the gNMI source exports (declared once; profiles map vendor paths onto them)."""
+
+from __future__ import annotations
+
+from .. import catalog
+
+SOURCE = "gnmi"
+C, G, INFO = catalog.COUNTER, catalog.GAUGE, catalog.INFO
+SW = ("switch",)
+IF = ("switch", "interface")
+DIR = ("switch", "interface", "direction")
+PRIO = ("switch", "interface", "priority", "direction")
+QUEUE = ("switch", "interface", "queue")
+
+
+def _declare(name: str, type_: str, help_: str, labels: tuple[str, ...], unit: str = "") -> catalog.Family:
+    return catalog.declare(name, type_, help_, labels, unit=unit, source=SOURCE)
+
+
+# -- stream health (written by the source itself, never by a profile) --------------------------
+SWITCH_UP = _declare(
+    "infrapulse_switch_up", G,
+    "1 while the gNMI Subscribe stream to this switch is established and has synced, else 0 "
+    "(the reason is in infrapulse_source_status_info{source=\"gnmi\"}).", SW)
+LAST_UPDATE = _declare(
+    "infrapulse_switch_last_update_timestamp_seconds", G,
+    "Unix time the last gNMI notification from this switch arrived.", SW, unit="seconds")
+UPDATES = _declare(
+    "infrapulse_switch_updates_total", C,
+    "gNMI updates (leaves or JSON values) received from this switch.", SW)
+MALFORMED = _declare(
+    "infrapulse_switch_malformed_updates_total", C,
+    "gNMI updates from this switch whose value could not be decoded for its path (counted, skipped).", SW)
+RECONNECTS = _declare(
+    "infrapulse_switch_reconnects_total", C,
+    "Times the gNMI stream to this switch was (re)established after a failure.", SW)
+
+# -- data (profiles map vendor paths to these) --------------------------------------------------
+DATA_FAMILIES = [
+    _declare("infrapulse_switch_interface_received_bytes_total", C,
+             "Bytes received on a switch interface.", IF, unit="bytes"),
+    _declare("infrapulse_switch_interface_transmitted_bytes_total", C,
+             "Bytes transmitted on a switch interface.", IF, unit="bytes"),
+    _declare("infrapulse_switch_interface_errors_total", C,
+             "Errored packets on a switch interface, by direction (rx, tx).", DIR),
+    _declare("infrapulse_switch_interface_discards_total", C,
+             "Packets discarded on a switch interface (no error, e.g. buffer), by direction (rx, tx).", DIR),
+    _declare("infrapulse_switch_interface_fcs_errors_total", C,
+             "Frames received with a bad FCS/CRC on a switch interface (cabling, optics).", IF),
+    _declare("infrapulse_switch_interface_carrier_transitions_total", C,
+             "Carrier (link) up/down transitions of a switch interface: link flaps.", IF),
+    _declare("infrapulse_switch_interface_oper_up", G,
+             "1 if the switch interface is operationally up, else 0.", IF),
+    _declare("infrapulse_switch_pfc_pause_frames_total", C,
+             "Priority flow control (802.1Qbb) pause frames per priority, by direction "
+             "(rx: received from the neighbour, tx: sent to it).", PRIO),
+    _declare("infrapulse_switch_pfc_pause_duration_seconds_total", C,
+             "Time a priority was paused by PFC, where the switch reports it, by direction.", PRIO,
+             unit="seconds"),
+    _declare("infrapulse_switch_queue_transmitted_packets_total", C,
+             "Packets transmitted from an egress queue.", QUEUE),
+    _declare("infrapulse_switch_queue_dropped_packets_total", C,
+             "Packets dropped at an egress queue (tail or WRED drop).", QUEUE),
+    _declare("infrapulse_switch_queue_ecn_marked_packets_total", C,
+             "Packets ECN-marked (CE) by an egress queue: the congestion signal DCQCN reacts to.", QUEUE),
+    _declare("infrapulse_switch_queue_depth_bytes", G,
+             "Instantaneous occupancy of an egress queue.", QUEUE, unit="bytes"),
+    _declare("infrapulse_switch_queue_watermark_bytes", G,
+             "Peak occupancy of an egress queue (the switch's watermark or max queue length), where given.",
+             QUEUE, unit="bytes"),
+    _declare("infrapulse_switch_lldp_neighbor_info", INFO,
+             "The LLDP neighbour seen on a switch port: joins switch ports to the hosts (infrapulse_node_info"
+             "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
+]
+
+STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS)
+BY_NAME = {f.name: f for f in DATA_FAMILIES}

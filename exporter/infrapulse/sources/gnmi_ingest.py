@@ -1,0 +1,326 @@
+"""Turning one switch's gNMI notifications into live series.
+
+Each switch has one `SwitchState`, which owns a `Snapshot` published into the store once and
+then updated in place: everything runs on the event-loop thread, so /metrics always reads a
+consistent view, and an update costs a few dictionary operations rather than a new snapshot.
+
+The hot path (PROTO leaves) resolves each (prefix, path) pair once: the serialized bytes of the
+prefix and of the update path key a cache of `Binding`s, each pointing straight at the series
+dict and label tuple it writes. A new leaf path is matched against the profile once and cached
+(unmapped leaves cache `None`, so they cost one lookup). JSON values are flattened into leaves
+and bound the same way, keyed by their path tuple.
+
+Series lifetime follows gNMI semantics:
+  - the initial sync of a (re)connected stream is the full state: at sync_response every series
+    not refreshed since the stream started is dropped (a port that vanished while we were
+    disconnected leaves no stale series);
+  - `delete` paths drop every series at or below them;
+  - SAMPLE series not refreshed for two sweep periods (about three sample intervals) expire;
+    ON_CHANGE series (oper-status, LLDP) are kept: silence is their normal state.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..store import Snapshot
+from .gnmi_families import LAST_UPDATE, MALFORMED, RECONNECTS, STATUS_FAMILIES, SWITCH_UP, UPDATES
+from .gnmi_paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
+from .gnmi_profile import Profile, Rule
+from .gnmi_values import (
+    JSON_FIELDS,
+    NUMERIC_FIELDS,
+    MalformedValue,
+    flatten_json,
+    load_json,
+    scalar,
+    to_number,
+)
+
+_MISSING = object()
+_STATUS_NAMES = frozenset(f.name for f in STATUS_FAMILIES)
+# Unmapped leaf paths are cached as None so they cost one lookup; past this many, stop caching
+# them (a device streaming ever-new paths must not grow memory without bound).
+MAX_UNMAPPED_CACHED = 200_000
+
+
+class _Entity:
+    """One `_info` series whose labels come from several sibling leaves (an LLDP neighbour)."""
+
+    __slots__ = ("series", "fixed", "values", "current", "label_order")
+
+    def __init__(self, series: dict, fixed: dict[str, str], label_order: tuple[str, ...]) -> None:
+        self.series = series
+        self.fixed = fixed  # switch + labels captured from keys + constants
+        self.values: dict[str, str] = {}
+        self.current: tuple[str, ...] | None = None
+        self.label_order = label_order
+
+    def refresh(self, value_labels: tuple[str, ...]) -> None:
+        if all(label in self.values for label in value_labels):
+            merged = {**self.fixed, **self.values}
+            labels: tuple[str, ...] | None = tuple(merged[name] for name in self.label_order)
+        else:
+            labels = None
+        if labels != self.current:
+            if self.current is not None:
+                self.series.pop(self.current, None)
+            if labels is not None:
+                self.series[labels] = 1.0
+            self.current = labels
+
+
+class Binding:
+    """Where one leaf path's value goes."""
+
+    __slots__ = ("path", "rule", "series", "labels", "scale", "numeric", "sample", "seen", "entity",
+                 "home", "key")
+
+    def __init__(self, path: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...], sample: bool,
+                 home: dict, key: Any, entity: _Entity | None = None) -> None:
+        self.path = path
+        self.rule = rule
+        self.series = series
+        self.labels = labels
+        self.scale = rule.scale
+        self.numeric = rule.values is None and entity is None
+        self.sample = sample
+        self.seen = 0
+        self.entity = entity
+        self.home = home  # the cache dict holding this binding, and its key there
+        self.key = key
+
+
+class _Prefix:
+    __slots__ = ("elems", "bindings")
+
+    def __init__(self, elems: ElemPath) -> None:
+        self.elems = elems
+        self.bindings: dict[bytes, Binding | None] = {}
+
+
+class SwitchState:
+    def __init__(self, name: str, profile: Profile) -> None:
+        self.name = name
+        self.profile = profile
+        self.strip = profile.strip_modules
+        self.snapshot = Snapshot()
+        for family in STATUS_FAMILIES:
+            self.snapshot.series[family.name] = {}
+        self._key = (name,)
+        self._up = self.snapshot.series[SWITCH_UP.name]
+        self._updates = self.snapshot.series[UPDATES.name]
+        self._malformed = self.snapshot.series[MALFORMED.name]
+        self._last = self.snapshot.series[LAST_UPDATE.name]
+        self._reconnects = self.snapshot.series[RECONNECTS.name]
+        self._up[self._key] = 0.0
+        self._updates[self._key] = 0.0
+        self._malformed[self._key] = 0.0
+        self._reconnects[self._key] = 0.0
+        self._prefixes: dict[bytes, _Prefix] = {}
+        self._json_bindings: dict[ElemPath, Binding | None] = {}
+        self._entities: dict[tuple, _Entity] = {}
+        self._unmapped = 0
+        # (pattern, is SAMPLE) of every subscription, to tell SAMPLE leaves from ON_CHANGE ones.
+        self._subs = [(PathPattern(sub.path, self.strip), sub.mode == "sample")
+                      for stream in profile.streams for sub in stream.subscriptions]
+        self.tick = 1  # sweep generation; bindings remember the tick they were last written in
+        self._session_tick = 1
+        self.last_rx = 0.0  # wall time of the last notification
+
+    # -- status -----------------------------------------------------------------------------
+
+    def set_up(self, up: bool) -> None:
+        self._up[self._key] = 1.0 if up else 0.0
+
+    @property
+    def up(self) -> bool:
+        return self._up[self._key] == 1.0
+
+    def count_reconnect(self) -> None:
+        self._reconnects[self._key] += 1.0
+
+    @property
+    def updates(self) -> float:
+        return self._updates[self._key]
+
+    @property
+    def malformed(self) -> float:
+        return self._malformed[self._key]
+
+    # -- stream life cycle --------------------------------------------------------------------
+
+    def begin_session(self) -> None:
+        """A new Subscribe session starts: what its initial sync does not refresh is stale."""
+        self.tick += 1
+        self._session_tick = self.tick
+
+    def on_sync(self) -> None:
+        start = self._session_tick
+        self._drop(lambda b: b.seen < start)
+
+    def sweep(self) -> None:
+        """Called every sweep period: expire SAMPLE series not refreshed for two periods."""
+        self.tick += 1
+        limit = self.tick - 2
+        self._drop(lambda b: b.sample and b.seen < limit)
+
+    def clear_data(self) -> None:
+        """The switch has been unreachable past the staleness window: drop every data series."""
+        self._drop(lambda b: True)
+        for name, series in self.snapshot.series.items():
+            if name not in _STATUS_NAMES:
+                series.clear()
+
+    # -- ingest -------------------------------------------------------------------------------
+
+    def apply(self, n: Any) -> None:
+        """Take one Notification into the live series (the hot path)."""
+        pkey = n.prefix.SerializeToString()
+        pctx = self._prefixes.get(pkey)
+        if pctx is None:
+            pctx = self._prefixes[pkey] = _Prefix(from_proto(n.prefix, self.strip))
+        cache = pctx.bindings
+        tick = self.tick
+        bad = 0
+        updates = n.update
+        for u in updates:
+            val = u.val
+            which = val.WhichOneof("value")
+            if which in JSON_FIELDS:
+                bad += self._apply_json(pctx.elems, u, which)
+                continue
+            pk = u.path.SerializeToString()
+            b = cache.get(pk, _MISSING)
+            if b is _MISSING:
+                b = self._bind(pctx.elems + from_proto(u.path, self.strip), cache, pk)
+            if b is None:
+                continue
+            b.seen = tick
+            if b.numeric and which in NUMERIC_FIELDS:
+                b.series[b.labels] = getattr(val, which) * b.scale
+                continue
+            try:
+                self._set(b, scalar(val, which))
+            except MalformedValue:
+                bad += 1
+        if n.delete:
+            self._delete(pctx.elems, n.delete)
+        key = self._key
+        self._updates[key] += len(updates)
+        if bad:
+            self._malformed[key] += bad
+        self.last_rx = now = time.time()
+        self._last[key] = now
+
+    def _apply_json(self, base: ElemPath, u: Any, which: str) -> int:
+        try:
+            doc = load_json(getattr(u.val, which))
+        except MalformedValue:
+            return 1
+        cache = self._json_bindings
+        tick = self.tick
+        bad = 0
+        for leaf, value in flatten_json(base + from_proto(u.path, self.strip), doc,
+                                        self.profile.list_keys, self.strip):
+            b = cache.get(leaf, _MISSING)
+            if b is _MISSING:
+                b = self._bind(leaf, cache, leaf)
+            if b is None:
+                continue
+            b.seen = tick
+            try:
+                self._set(b, value)
+            except MalformedValue:
+                bad += 1
+        return bad
+
+    def _set(self, b: Binding, value: Any) -> None:
+        entity = b.entity
+        if entity is not None:
+            if isinstance(value, (dict, list)):
+                raise MalformedValue("expected a scalar")
+            text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+            if entity.values.get(b.rule.info_label) != text:
+                entity.values[b.rule.info_label] = text
+                entity.refresh(b.rule.info_labels)
+            return
+        rule = b.rule
+        if rule.values is not None and isinstance(value, str):
+            number = rule.values.get(value)
+            if number is None:
+                number = rule.values.get(strip_module(value))  # identityref values may be qualified
+            if number is None:
+                if rule.default is None:
+                    raise MalformedValue(f"unknown value {value[:40]!r}")
+                number = rule.default
+            b.series[b.labels] = number
+            return
+        b.series[b.labels] = to_number(value) * b.scale
+
+    def _bind(self, path: ElemPath, home: dict, key: Any) -> Binding | None:
+        found = self.profile.resolve(path)
+        if found is None:
+            if self._unmapped < MAX_UNMAPPED_CACHED:
+                self._unmapped += 1
+                home[key] = None
+            return None
+        rule, captured = found
+        family = rule.family
+        series = self.snapshot.series.get(family.name)
+        if series is None:
+            series = self.snapshot.series[family.name] = {}
+        sample = self._is_sample(path)
+        fixed = {"switch": self.name, **rule.const, **captured}
+        if rule.info_label:
+            entity_path = path[:rule.entity_len]
+            ekey = (family.name, entity_path)
+            entity = self._entities.get(ekey)
+            if entity is None:
+                entity = self._entities[ekey] = _Entity(series, fixed, family.labels)
+            binding = Binding(path, rule, series, (), sample, home, key, entity)
+        else:
+            labels = tuple(fixed[name] for name in family.labels)
+            binding = Binding(path, rule, series, labels, sample, home, key)
+        home[key] = binding
+        return binding
+
+    def _is_sample(self, path: ElemPath) -> bool:
+        for pattern, sample in self._subs:
+            if len(pattern) <= len(path) and pattern.match(path) is not None:
+                return sample
+        return True
+
+    # -- removal ------------------------------------------------------------------------------
+
+    def _bindings(self):
+        for pctx in self._prefixes.values():
+            for b in pctx.bindings.values():
+                if b is not None:
+                    yield b
+        for b in self._json_bindings.values():
+            if b is not None:
+                yield b
+
+    def _drop(self, doomed) -> None:
+        for b in [b for b in self._bindings() if doomed(b)]:
+            self._remove(b)
+
+    def _remove(self, b: Binding) -> None:
+        b.home.pop(b.key, None)
+        entity = b.entity
+        if entity is not None:
+            # The entity itself stays: its other parts' bindings still point at it.
+            if entity.values.pop(b.rule.info_label, None) is not None:
+                entity.refresh(b.rule.info_labels)
+        else:
+            b.series.pop(b.labels, None)
+
+    def _delete(self, prefix: ElemPath, deletes: Any) -> None:
+        for d in deletes:
+            target = prefix + from_proto(d, self.strip)
+            self._drop(lambda b, t=target: path_covers(t, b.path))
+
+    def series_count(self) -> int:
+        return len(self.snapshot)

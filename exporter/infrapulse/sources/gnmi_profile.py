@@ -1,0 +1,335 @@
+"""gNMI profiles: declarative YAML maps from a vendor's paths to infrapulse's switch families.
+
+A profile says what to subscribe to (paths, SAMPLE or ON_CHANGE, optional per-path interval),
+which encodings the platform speaks (in order of preference), and how each leaf becomes a
+sample: which family, which path keys / name parts become labels, constant labels, a scale
+factor, an enum map, or (for `_info` families) which sibling leaves become labels.
+
+Built-in profiles live in `gnmi_profiles/*.yaml` next to this module; `profiles_dir` adds
+more (a file with a built-in's name replaces it). Every problem is a `ProfileError` naming the
+file, the key path inside it and the reason. See docs/gnmi.md for the format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .. import catalog
+from ..schema import parse_duration
+from .gnmi_families import BY_NAME
+from .gnmi_paths import ElemPath, PathPattern, PathSyntaxError, expand_ranges
+
+BUILTIN_DIR = Path(__file__).resolve().parent / "gnmi_profiles"
+ENCODINGS = ("proto", "json_ietf", "json")
+MODES = ("sample", "on_change", "target_defined")
+MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
+
+_TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
+             "subscriptions", "streams", "metrics"}
+_STREAM_KEYS = {"origin", "target", "subscriptions"}
+_SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels"}
+
+
+class ProfileError(Exception):
+    def __init__(self, file: str, key: str, reason: str) -> None:
+        self.file = file
+        self.key = key
+        self.reason = reason
+        super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
+
+
+@dataclass
+class SubscriptionSpec:
+    path: str
+    mode: str = "sample"
+    sample_interval: float | None = None  # None: the switch's configured interval
+    heartbeat_interval: float | None = None
+    suppress_redundant: bool = False
+
+
+@dataclass
+class StreamSpec:
+    """One Subscribe RPC: SONiC needs one per database (the DB is the prefix target)."""
+
+    origin: str = ""
+    target: str = ""
+    subscriptions: list[SubscriptionSpec] = field(default_factory=list)
+
+
+@dataclass
+class Rule:
+    index: int  # position in `metrics`, for error messages and docs
+    family: catalog.Family
+    pattern: PathPattern
+    const: dict[str, str]
+    scale: float = 1.0
+    values: dict[str, float] | None = None  # enum text -> number
+    default: float | None = None  # for enum text not in `values`
+    info_label: str = ""  # set on the parts of an _info rule: the label this leaf's value fills
+    entity_len: int = 0  # _info rules: path length of the entity (the container)
+    info_labels: tuple[str, ...] = ()  # _info rules: every value label of the entity
+
+
+@dataclass
+class Profile:
+    name: str
+    file: str
+    description: str
+    encodings: list[str]
+    strip_modules: bool
+    streams: list[StreamSpec]
+    rules: list[Rule]
+    list_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _by_names: dict[tuple[str, ...], list[Rule]] = field(default_factory=dict, repr=False)
+    _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for rule in self.rules:
+            if rule.pattern.literal_names is not None:
+                self._by_names.setdefault(rule.pattern.literal_names, []).append(rule)
+            else:
+                self._by_len.setdefault(len(rule.pattern), []).append(rule)
+            # The same list name may be keyed differently in two trees (qos interface[interface-id],
+            # interfaces interface[name]): keep every candidate; JSON entries carry the ones they have.
+            for name, keys in rule.pattern.list_keys().items():
+                self.list_keys[name] = tuple(sorted(set(self.list_keys.get(name, ())) | set(keys)))
+
+    def resolve(self, elems: ElemPath) -> tuple[Rule, dict[str, str]] | None:
+        """The first rule matching a concrete leaf path, with its captured labels."""
+        for rule in self._by_names.get(tuple(name for name, _ in elems), ()):
+            captured = rule.pattern.match(elems)
+            if captured is not None:
+                return rule, captured
+        for rule in self._by_len.get(len(elems), ()):
+            captured = rule.pattern.match(elems)
+            if captured is not None:
+                return rule, captured
+        return None
+
+    def sample_intervals(self, default: float) -> list[float]:
+        return [s.sample_interval or default for st in self.streams for s in st.subscriptions
+                if s.mode == "sample"]
+
+
+# -- loading --------------------------------------------------------------------------------
+
+
+def load_profile_file(path: Path) -> Profile:
+    file = str(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(file, "", f"cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise ProfileError(file, "", f"invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
+    return parse_profile(data, path.stem, file)
+
+
+def parse_profile(data: Any, name: str, file: str) -> Profile:
+    def fail(key: str, reason: str) -> ProfileError:
+        return ProfileError(file, key, reason)
+
+    if not isinstance(data, dict):
+        raise fail("", "a profile is a YAML mapping")
+    _no_unknown(data, _TOP_KEYS, "", fail)
+    if data.get("name", name) != name:
+        raise fail("name", f"must match the file name ({name!r}), got {data.get('name')!r}")
+    encodings = data.get("encodings", ["proto", "json_ietf", "json"])
+    if not isinstance(encodings, list) or not encodings:
+        raise fail("encodings", "expected a non-empty list")
+    for i, enc in enumerate(encodings):
+        if enc not in ENCODINGS:
+            raise fail(f"encodings[{i}]", f"must be one of {', '.join(ENCODINGS)}; got {enc!r}")
+    strip = data.get("strip_module_prefixes", True)
+    if not isinstance(strip, bool):
+        raise fail("strip_module_prefixes", "expected true or false")
+
+    if "streams" in data:
+        if any(k in data for k in ("subscriptions", "origin", "target")):
+            raise fail("streams", "use either streams or top-level origin/target/subscriptions, not both")
+        raw_streams = data["streams"]
+        if not isinstance(raw_streams, list) or not raw_streams:
+            raise fail("streams", "expected a non-empty list")
+        streams = [_parse_stream(s, f"streams[{i}]", fail) for i, s in enumerate(raw_streams)]
+    else:
+        streams = [_parse_stream({k: data[k] for k in _STREAM_KEYS if k in data}, "", fail)]
+
+    raw_metrics = data.get("metrics")
+    if not isinstance(raw_metrics, list) or not raw_metrics:
+        raise fail("metrics", "expected a non-empty list of path -> family mappings")
+    rules: list[Rule] = []
+    sub_patterns = [(PathPattern(s.path, strip)) for st in streams for s in st.subscriptions]
+    for i, raw in enumerate(raw_metrics):
+        rules += _parse_rule(raw, i, strip, sub_patterns, fail)
+    return Profile(name=name, file=file, description=str(data.get("description", "")), encodings=encodings,
+                   strip_modules=strip, streams=streams, rules=rules)
+
+
+def _no_unknown(data: dict, known: set[str], where: str, fail) -> None:
+    for key in data:
+        if key not in known:
+            prefix = f"{where}." if where else ""
+            raise fail(f"{prefix}{key}", f"unknown key (known keys here: {', '.join(sorted(known))})")
+
+
+def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
+    if not isinstance(raw, dict):
+        raise fail(where, "expected a mapping")
+    _no_unknown(raw, _STREAM_KEYS, where, fail)
+    key = f"{where}.subscriptions" if where else "subscriptions"
+    subs = raw.get("subscriptions")
+    if not isinstance(subs, list) or not subs:
+        raise fail(key, "expected a non-empty list of subscriptions")
+    parsed: list[SubscriptionSpec] = []
+    for i, sub in enumerate(subs):
+        sub_key = f"{key}[{i}]"
+        if isinstance(sub, str):
+            sub = {"path": sub}
+        if not isinstance(sub, dict) or "path" not in sub:
+            raise fail(sub_key, "expected a mapping with a path")
+        _no_unknown(sub, _SUB_KEYS, sub_key, fail)
+        mode = sub.get("mode", "sample")
+        if mode not in MODES:
+            raise fail(f"{sub_key}.mode", f"must be one of {', '.join(MODES)}; got {mode!r}")
+        interval = _duration(sub.get("sample_interval"), f"{sub_key}.sample_interval", fail)
+        if interval is not None and interval < MIN_SAMPLE_INTERVAL:
+            raise fail(f"{sub_key}.sample_interval", f"must be at least {MIN_SAMPLE_INTERVAL:g}s")
+        if interval is not None and mode != "sample":
+            raise fail(f"{sub_key}.sample_interval", "only SAMPLE subscriptions take a sample_interval")
+        heartbeat = _duration(sub.get("heartbeat_interval"), f"{sub_key}.heartbeat_interval", fail)
+        suppress = sub.get("suppress_redundant", False)
+        if not isinstance(suppress, bool):
+            raise fail(f"{sub_key}.suppress_redundant", "expected true or false")
+        if not isinstance(sub["path"], str):
+            raise fail(f"{sub_key}.path", "expected a path string")
+        for path in expand_ranges(sub["path"]):
+            try:
+                PathPattern(path)
+            except PathSyntaxError as exc:
+                raise fail(f"{sub_key}.path", str(exc)) from None
+            parsed.append(SubscriptionSpec(path, mode, interval, heartbeat, suppress))
+    origin, target = raw.get("origin", ""), raw.get("target", "")
+    for k, v in (("origin", origin), ("target", target)):
+        if not isinstance(v, str):
+            raise fail(f"{where}.{k}" if where else k, "expected a string")
+    return StreamSpec(origin=origin, target=target, subscriptions=parsed)
+
+
+def _duration(value: Any, key: str, fail) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise fail(key, str(exc)) from None
+
+
+def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail) -> list[Rule]:
+    where = f"metrics[{index}]"
+    if not isinstance(raw, dict):
+        raise fail(where, "expected a mapping with path and family")
+    _no_unknown(raw, _METRIC_KEYS, where, fail)
+    for required in ("path", "family"):
+        if not isinstance(raw.get(required), str):
+            raise fail(f"{where}.{required}", "required string is missing")
+    family = BY_NAME.get(raw["family"])
+    if family is None:
+        raise fail(f"{where}.family", f"unknown family {raw['family']!r} (known: {', '.join(sorted(BY_NAME))})")
+    try:
+        pattern = PathPattern(raw["path"], strip)
+    except PathSyntaxError as exc:
+        raise fail(f"{where}.path", str(exc)) from None
+    if not any(sub.may_contain(pattern) for sub in subs):
+        raise fail(f"{where}.path", f"{raw['path']!r} is not under any subscribed path")
+    const = raw.get("labels", {}) or {}
+    if not isinstance(const, dict) or not all(isinstance(v, (str, int)) for v in const.values()):
+        raise fail(f"{where}.labels", "expected a mapping of label name to constant value")
+    const = {str(k): str(v) for k, v in const.items()}
+    value_labels = raw.get("value_labels")
+    is_info = family.type == catalog.INFO
+    if is_info and not isinstance(value_labels, dict):
+        raise fail(f"{where}.value_labels", f"{family.name} is an _info family: map labels to the leaves "
+                                              "(relative to path) that carry their values")
+    if not is_info and value_labels is not None:
+        raise fail(f"{where}.value_labels", "only _info families take value_labels")
+    captured = pattern.labels()
+    provided = captured + list(const) + list(value_labels or {})
+    wanted = [lbl for lbl in family.labels if lbl != "switch"]
+    dupes = sorted({lbl for lbl in provided if provided.count(lbl) > 1})
+    if dupes:
+        raise fail(where, f"label(s) {', '.join(dupes)} given more than once")
+    if "switch" in provided:
+        raise fail(where, "the switch label is set from the target name; do not map it")
+    missing = [lbl for lbl in wanted if lbl not in provided]
+    extra = [lbl for lbl in provided if lbl not in wanted]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing label(s) {', '.join(missing)}")
+        if extra:
+            parts.append(f"label(s) {', '.join(extra)} not in {family.name}")
+        raise fail(where, "; ".join(parts) + f" (family labels: {', '.join(family.labels)})")
+    scale = raw.get("scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise fail(f"{where}.scale", f"expected a number, got {scale!r}")
+    values = raw.get("values")
+    if values is not None:
+        if not isinstance(values, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in values.values()):
+            raise fail(f"{where}.values", "expected a mapping of enum text to number")
+        values = {str(k): float(v) for k, v in values.items()}
+    default = raw.get("default")
+    if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
+        raise fail(f"{where}.default", f"expected a number, got {default!r}")
+    if not is_info:
+        return [Rule(index, family, pattern, const, float(scale), values,
+                     None if default is None else float(default))]
+    # An _info rule becomes one part per value leaf, each filling one label of the entity.
+    parts = []
+    labels = tuple(value_labels)
+    for label, leaf in value_labels.items():
+        if not isinstance(leaf, str) or not leaf:
+            raise fail(f"{where}.value_labels.{label}", "expected a leaf path relative to path")
+        try:
+            part = PathPattern(raw["path"].rstrip("/") + "/" + leaf.strip("/"), strip)
+        except PathSyntaxError as exc:
+            raise fail(f"{where}.value_labels.{label}", str(exc)) from None
+        parts.append(Rule(index, family, part, const, info_label=label, entity_len=len(pattern),
+                          info_labels=labels))
+    return parts
+
+
+def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
+    """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
+    profiles: dict[str, Profile] = {}
+    for directory in (BUILTIN_DIR, Path(extra_dir) if extra_dir else None):
+        if directory is None:
+            continue
+        if not directory.is_dir():
+            raise ProfileError(str(directory), "", "profiles_dir is not a directory")
+        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
+            profiles[path.stem] = load_profile_file(path)
+    return profiles
+
+
+def validate_profiles(extra_dir: str | Path | None = None) -> list[ProfileError]:
+    """Every problem in every profile file (built-in and `extra_dir`), for check-config."""
+    errors: list[ProfileError] = []
+    dirs = [BUILTIN_DIR] + ([Path(extra_dir)] if extra_dir else [])
+    for directory in dirs:
+        if not directory.is_dir():
+            errors.append(ProfileError(str(directory), "", "profiles_dir is not a directory"))
+            continue
+        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
+            try:
+                load_profile_file(path)
+            except ProfileError as exc:
+                errors.append(exc)
+    return errors

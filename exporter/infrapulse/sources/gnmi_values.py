@@ -1,0 +1,109 @@
+"""Decoding gNMI values: PROTO TypedValue scalars and JSON / JSON_IETF subtrees.
+
+Switches send the same counter three ways: `uint_val: 12` (PROTO), `json_val: 12` (JSON) or
+`json_ietf_val: "12"` (RFC 7951 puts 64-bit numbers in strings; SONiC puts *every* value in
+one). A container path brings a whole subtree in one JSON value; `flatten_json` turns it into
+leaves, turning list entries into keyed path elements (their keys become labels later, never
+parts of a metric name) and stripping RFC 7951 module prefixes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from .gnmi_paths import Elem, ElemPath, strip_module
+
+NUMERIC_FIELDS = frozenset({"uint_val", "int_val", "double_val", "float_val", "bool_val"})
+JSON_FIELDS = frozenset({"json_val", "json_ietf_val"})
+STRING_FIELDS = frozenset({"string_val", "ascii_val"})
+
+
+class MalformedValue(ValueError):
+    """A value that cannot mean what its path says (counted as a malformed update, skipped)."""
+
+
+def scalar(tv: Any, which: str | None) -> Any:
+    """The Python value of a non-JSON TypedValue."""
+    if which in NUMERIC_FIELDS or which in STRING_FIELDS:
+        return getattr(tv, which)
+    if which == "decimal_val":
+        return tv.decimal_val.digits / 10 ** tv.decimal_val.precision
+    if which == "leaflist_val":
+        return [scalar(e, e.WhichOneof("value")) for e in tv.leaflist_val.element]
+    raise MalformedValue(f"unsupported value type {which or 'empty'}")
+
+
+def load_json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedValue(f"invalid JSON: {exc}") from None
+
+
+def to_number(value: Any) -> float:
+    """A counter or gauge value as float: numbers, numeric strings ("12", SONiC) and booleans."""
+    if isinstance(value, float):
+        return value
+    if isinstance(value, (int, bool)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            raise MalformedValue(f"not a number: {value[:40]!r}") from None
+    raise MalformedValue(f"not a number: {type(value).__name__}")
+
+
+def flatten_json(base: ElemPath, doc: Any, list_keys: dict[str, tuple[str, ...]],
+                 strip: bool) -> Iterator[tuple[ElemPath, Any]]:
+    """Yield (leaf path, scalar) for every leaf of a JSON subtree rooted at `base`.
+
+    `{"a": {"b": 1}}` -> (base/a/b, 1). A list `"queue": [{"name": "3", ...}]` becomes the element
+    `queue[name=3]` when the profile knows `queue`'s keys (from its patterns); entries of a list
+    without any known key are skipped rather than mislabelled. Leaf-lists are skipped too.
+    """
+    if isinstance(doc, dict):
+        for member, value in doc.items():
+            name = strip_module(member) if strip else member
+            if isinstance(value, list):
+                keys = list_keys.get(name)
+                if not keys:
+                    continue
+                for entry in value:
+                    if not isinstance(entry, dict):
+                        continue
+                    pairs = []
+                    for key in keys:
+                        text = _key_text(entry, key, strip)
+                        if text is not None:
+                            pairs.append((key, text))
+                    if not pairs:
+                        continue
+                    elem: Elem = (name, tuple(pairs))
+                    yield from flatten_json(base + (elem,), entry, list_keys, strip)
+            else:
+                yield from flatten_json(base + ((name, ()),), value, list_keys, strip)
+    elif not isinstance(doc, list):
+        yield base, doc
+
+
+def _key_text(entry: dict, key: str, strip: bool) -> str | None:
+    if key in entry:
+        value = entry[key]
+    elif strip:
+        # the key member itself may be module-qualified
+        for member, candidate in entry.items():
+            if strip_module(member) == key:
+                value = candidate
+                break
+        else:
+            return None
+    else:
+        return None
+    if isinstance(value, (dict, list)):
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
