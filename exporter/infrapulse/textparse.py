@@ -13,6 +13,9 @@ the same family grouping rules as prometheus_client (a test compares both on eve
   prometheus_client we do not append `_total` to a text-format counter sample that lacks it
   (Triton's `nv_inference_request_success`), so passthrough re-exposes the same names.
 
+* samples written with ':' escaped to '_' under a `# TYPE` that kept the ':' (what
+  prometheus_client's OpenMetrics encoder does to `vllm:` names) get the declared name back.
+
 `parse()` returns `{family name: MetricFamily}` in exposition order. Anything that is not
 the format (HTML, JSON, a truncated line, a bad number) raises `ParseError` naming the line.
 """
@@ -103,6 +106,7 @@ def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
     untyped = "unknown" if openmetrics else "untyped"  # what each format calls a family without TYPE
     current: MetricFamily | None = None
     owned: frozenset[str] = frozenset()  # sample names the current family owns
+    escaped: dict[str, str] = {}
     sample_match = _SAMPLE.fullmatch
     saw_eof = False
     lineno = 0
@@ -143,11 +147,15 @@ def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
                 current.type = typ
                 suffixes = _SUFFIXES.get(typ, ("",))
                 owned = frozenset(name + s for s in suffixes)
+                # prometheus_client's OpenMetrics encoder writes `# TYPE vllm:x` but samples
+                # `vllm_x_total`: map the escaped sample names back to the declared ones.
+                escaped = {(name + s).replace(":", "_"): name + s for s in suffixes} if ":" in name else {}
             else:
-                if current is None or (current.name != raw_name and raw_name not in owned):
+                if current is None or current.name != raw_name:
                     current = families.get(raw_name) or MetricFamily(raw_name, untyped)
                     families[raw_name] = current
                     owned = frozenset((raw_name,))
+                    escaped = {}
                 if keyword == "HELP":
                     current.help = _unescape(rest) if "\\" in rest else rest
                 else:
@@ -165,11 +173,14 @@ def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
         except ValueError:
             raise ParseError(lineno, f"bad number in {line[:80]!r}") from None
         labels = parse_labels(label_text, lineno) if label_text else {}
+        if escaped and name in escaped:
+            name = escaped[name]
         if current is None or name not in owned:
             current = families.get(name)
             if current is None:
                 current = families[name] = MetricFamily(name, untyped)
             owned = frozenset((name,))
+            escaped = {}
         current.samples.append(Sample(name, labels, value, timestamp))
     if openmetrics and not saw_eof:
         raise ParseError(lineno, "OpenMetrics body without # EOF (truncated?)", reason="truncated")
