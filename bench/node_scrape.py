@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""infrapulse's infiniband collection beside prometheus-node-exporter, on the same sysfs tree.
+
+The tree: 8 mlx5 devices, one InfiniBand port each, every PMA counter and hw_counter
+(infrapulse.simulate.sysfs_tree.write_tree(root, 8)).
+
+Measured, in one run:
+
+* node_exporter (`--collector.disable-defaults --collector.infiniband --path.sysfs=<tree>`): it
+  collects on every scrape, so one scrape = one full collection. CPU = utime+stime of the process
+  from /proc/<pid>/stat around N scrapes; latency = client-side wall time of each GET /metrics.
+* infrapulse, collection: `InfinibandReader.collect()` in this process, N times, CPU from
+  time.process_time() (the reader is what the daemon runs in its worker thread each interval).
+* infrapulse, collect + render: the same plus publishing into a Store and rendering the text
+  exposition with prometheus_client, i.e. everything a node_exporter scrape does except HTTP.
+* infrapulse daemon (`infrapulse run`, a subprocess with a long interval so it does not collect
+  during the measurement): CPU from /proc/<pid>/stat and latency of N GET /metrics, i.e. the
+  serving cost on top of the collection.
+
+Usage: .venv/bin/python bench/node_scrape.py [--scrapes 1000] [--devices 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from infrapulse.metrics import DaemonState, make_registry
+from infrapulse.simulate.sysfs_tree import write_tree
+from infrapulse.sources.infiniband import InfinibandReader
+from infrapulse.store import Store
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def wait_http(port: int, path: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args[0]} exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                conn.close()
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"{proc.args[0]} did not answer on port {port}")
+
+
+def scrape_many(pid: int, port: int, n: int, must_contain: bytes) -> tuple[float, float, int]:
+    """N scrapes over one keep-alive connection: (CPU seconds of `pid`, median latency s, body size)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    for _ in range(max(10, n // 20)):  # warm-up: connections, caches, Go/Python allocators
+        conn.request("GET", "/metrics")
+        conn.getresponse().read()
+    latencies = []
+    cpu0 = process_cpu_seconds(pid)
+    size = 0
+    for _ in range(n):
+        started = time.perf_counter()
+        conn.request("GET", "/metrics")
+        body = conn.getresponse().read()
+        latencies.append(time.perf_counter() - started)
+        size = len(body)
+    cpu = process_cpu_seconds(pid) - cpu0
+    conn.close()
+    if must_contain not in body:
+        raise SystemExit(f"unexpected /metrics body from pid {pid}: {body[:300]!r}")
+    return cpu, statistics.median(latencies), size
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def bench_node_exporter(root: Path, n: int) -> tuple[float, float, int]:
+    port = free_port()
+    proc = subprocess.Popen([NODE_EXPORTER, f"--path.sysfs={root}", "--collector.disable-defaults",
+                             "--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_http(port, "/metrics", proc)
+        return scrape_many(proc.pid, port, n, b'node_scrape_collector_success{collector="infiniband"} 1')
+    finally:
+        stop(proc)
+
+
+def bench_collection(root: Path, n: int) -> tuple[float, float, int]:
+    reader = InfinibandReader(root)
+    reader.collect()  # the scan: opens the descriptors once
+    files = len(reader.fd_paths)
+    cpu0 = time.process_time()
+    for _ in range(n):
+        reader.collect()
+    collect_cpu = time.process_time() - cpu0
+
+    store = Store()
+    registry = make_registry(store, DaemonState("bench", "node"))
+    cpu0 = time.process_time()
+    for _ in range(n):
+        for result in reader.collect():
+            store.publish("infiniband", result.target, result.snapshot, 30.0)
+            store.record_success("infiniband", result.target, 0.0, result.partial_errors)
+        generate_latest(registry)
+    full_cpu = time.process_time() - cpu0
+    reader.close()
+    return collect_cpu, full_cpu, files
+
+
+def bench_daemon(root: Path, n: int, workdir: Path) -> tuple[float, float, int]:
+    config = workdir / "bench.yaml"
+    # A long interval: the daemon collects once at start, so the scrapes measure serving only.
+    config.write_text(f"interval: 1h\nsources:\n  infiniband:\n    sysfs_root: {root}\n")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "infrapulse", "run", "--config", str(config),
+                             "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_http(port, "/healthz", proc)
+        deadline = time.monotonic() + 20
+        while True:  # until the first collection is published
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/metrics")
+            if b"infrapulse_rdma_port_received_bytes_total" in conn.getresponse().read():
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit("the daemon never published infiniband metrics")
+            time.sleep(0.1)
+        return scrape_many(proc.pid, port, n, b"infrapulse_rdma_port_received_bytes_total")
+    finally:
+        stop(proc)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scrapes", type=int, default=1000, help="collections/scrapes per measurement")
+    parser.add_argument("--devices", type=int, default=8)
+    args = parser.parse_args()
+    if not os.path.exists(NODE_EXPORTER):
+        print(f"{NODE_EXPORTER} not found: apt-get install prometheus-node-exporter", file=sys.stderr)
+        return 2
+    n = args.scrapes
+    with tempfile.TemporaryDirectory(prefix="infrapulse-bench-") as tmp:
+        workdir = Path(tmp)
+        root = workdir / "sys"
+        write_tree(root, args.devices)
+        version = subprocess.run([NODE_EXPORTER, "--version"], capture_output=True, text=True)
+        ne_version = (version.stdout or version.stderr).splitlines()[0]
+
+        ne_cpu, ne_latency, ne_size = bench_node_exporter(root, n)
+        collect_cpu, full_cpu, files = bench_collection(root, n)
+        d_cpu, d_latency, d_size = bench_daemon(root, n, workdir)
+
+    per_k = 1000 / n
+    print(f"tree: {args.devices} mlx5 devices x 1 port, all counters/ and hw_counters/; {n} collections each")
+    print(f"peer: {ne_version}")
+    print(f"infrapulse reads {files} files per collection (node_exporter 1.5 reads counters/ only, "
+          f"no hw_counters)")
+    print()
+    print(f"{'':44} {'CPU s / 1000':>13} {'median /metrics':>16} {'body bytes':>11}")
+    print(f"{'node_exporter scrape (= collection)':44} {ne_cpu * per_k:13.3f} {ne_latency * 1e3:13.2f} ms "
+          f"{ne_size:11d}")
+    print(f"{'infrapulse collection (in-process)':44} {collect_cpu * per_k:13.3f} {'-':>16}")
+    print(f"{'infrapulse collection + render (in-process)':44} {full_cpu * per_k:13.3f} {'-':>16}")
+    print(f"{'infrapulse daemon scrape (serving only)':44} {d_cpu * per_k:13.3f} {d_latency * 1e3:13.2f} ms "
+          f"{d_size:11d}")
+    print()
+    print(f"ratio CPU, infrapulse collection / node_exporter:            {collect_cpu / ne_cpu:6.2f}")
+    print(f"ratio CPU, infrapulse collection + render / node_exporter:   {full_cpu / ne_cpu:6.2f}")
+    print(f"ratio CPU, infrapulse collection + daemon scrape / node_exporter: {(collect_cpu + d_cpu) / ne_cpu:6.2f}")
+    print(f"ratio median /metrics latency, infrapulse / node_exporter:  {d_latency / ne_latency:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
