@@ -168,7 +168,7 @@ class Scraper:
             else:
                 families = parse(fetched.text, fetched.openmetrics)
         except ParseError as exc:
-            raise ScrapeError(exc.reason, str(exc)) from None
+            raise ScrapeError(exc.reason, f"{redact_url(target.url)}: {exc}") from None
         return ScrapeResult(families, fetched.bytes, fetched.openmetrics,
                             time.perf_counter() - started, fetched.attempts)
 
