@@ -1,6 +1,6 @@
 """One full NVML poll of every GPU on the node, turned into a Snapshot (runs in a worker thread).
 
-Cost per healthy GPU and poll: 11 NVML calls, whatever the number of NVLink links — the
+Cost per healthy GPU and poll: 12 NVML calls, whatever the number of NVLink links — the
 counters (ECC, remapped rows / retired pages, PCIe replays, energy, memory temperature) and
 every per-link NVLink value travel in ONE nvmlDeviceGetFieldValues call. Identity, NVLink link
 count, MIG layout and the supported clock-event reasons are read at enumeration only (at start,
@@ -199,8 +199,12 @@ class GpuPoller:
 
     def _poll_gpu(self, gpu: Gpu, snap: Snapshot, xid_state: dict | None) -> None:
         opt = fam.NO_OPTIONAL
+        if gpu.handle is None:  # lost when enumerated: one cheap retry per poll
+            retry = self._enumerate_one(gpu.index, gpu)
+            self.gpus[gpu.index] = gpu = retry
+            self._flush_absent()
         base = (gpu.label, gpu.uuid)
-        if gpu.sick is None or gpu.handle is not None:
+        if gpu.handle is not None:
             try:
                 self._read_gpu(gpu, snap, base, opt)
                 gpu.sick = None
