@@ -212,7 +212,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict,
     total_weight = sum(c.weight for c in applicable)
     coverage = sum(c.weight * c.coverage for c in applicable) / total_weight if total_weight > 0 else 0.0
     firing = sorted(s.signal.name for c in components.values() for s in c.signals if s.firing)
-    cap = cfg.get("critical_cap", 40.0)
+    cap = float(cfg.get("critical_cap", 40.0))
     score = raw
     capped_by: list[str] = []
     if raw is not None and firing and raw > cap:

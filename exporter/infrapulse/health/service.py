@@ -20,7 +20,7 @@ from ..http import LINKS_KEY, STATE_KEY, sources_status
 from ..store import Snapshot, Store
 from . import page
 from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
-from .quantiles import ServingLatency
+from .quantiles import endpoint_latency
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import Report, evaluate, report_json, resolve_settings, status_of
 from .signals import EXPECTED_LABELS, SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
@@ -50,7 +50,6 @@ class HealthService:
         self.settings = resolve_settings(config)
         self.readings = Readings({"window": config["window"], "event_window": config["event_window"]},
                                  EXPECTED_LABELS, SPARSE_COUNTERS)
-        self.latency = ServingLatency(config["window"], self.readings.label_names)
         self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
         self.counters = counters_by_window()
         span = config["history"]
@@ -65,9 +64,8 @@ class HealthService:
 
     def measure(self) -> dict[str, list | None]:
         self.readings.update(self.store, self.counters)
-        self.latency.update(self.store)
         cfg = self.config
-        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoints(),
+        ctx = Context(self.readings, hostname=self.hostname, latency=endpoint_latency(self.store, cfg["window"]),
                       window=cfg["window"],
                       slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
         present = self.readings.sources_present()

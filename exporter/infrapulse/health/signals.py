@@ -39,6 +39,7 @@ EXPECTED_LABELS: dict[str, tuple[str, ...]] = {
     "infrapulse_nic_pfc_pause_duration_seconds_total": ("interface", "priority", "direction"),
     "infrapulse_nic_ecn_marked_packets_total": ("interface", "priority"),
     "infrapulse_nic_phy_errors_total": ("interface", "kind"),
+    "infrapulse_nic_pause_storm_events_total": ("interface", "level"),
     # RDMA (infiniband)
     "infrapulse_rdma_port_info": ("device", "port", "link_layer", "netdev"),
     "infrapulse_rdma_port_state": ("device", "port"),
@@ -91,6 +92,8 @@ APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 THROTTLE_REASONS = frozenset({"hwslowdown", "hwthermal", "hwthermalslowdown", "hwpowerbrake",
                               "hwpowerbrakeslowdown", "swthermal", "swthermalslowdown"})
 ERROR_OUTCOMES = frozenset({"error", "errors", "failed", "failure", "timeout"})
+# Status entries of the gnmi source that are about its config, not a switch.
+GNMI_NON_SWITCH_TARGETS = frozenset({"shard", "targets_file"})
 IB_PORT_STATES = {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
 
 
@@ -134,7 +137,7 @@ class Signal:
     weight: float
     phrase: str  # "{value} of packets ECN-marked": what the sentence says about a target
     hint: str  # what a person can do about it
-    measure: Callable[[Context], list[Measurement]]
+    measure: Callable[[Context], list[Measurement] | None]  # None: does not apply here
     families: tuple[str, ...]
     sources: tuple[str, ...]  # sources that provide it: the signal applies when one of them runs
     counters: tuple[str, ...] = ()  # families read as windowed increases
@@ -280,19 +283,39 @@ def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     return out
 
 
-def measure_pfc_frames(ctx: Context) -> list[Measurement]:
-    """Pause frames per second, only where no pause duration is reported for the same port."""
+def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
+    """Pause frames per second, only where no pause duration is reported for the same port.
+
+    None (not applicable) when every port with pause frames also reports a duration: then
+    pfc_pause_ratio covers them and this signal must not count as missing data."""
     out = []
-    timed = present_keys(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP)
-    for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_frames_total", SWP).items():
-        if k not in timed:
-            out.append(Measurement(_switch_prio(k), r.per_second, DIRECTION_NOTE.get(k[3], ""),
-                                   labels=dict(zip(SWP, k))))
-    timed = present_keys(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP)
-    for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_frames_total", NICP).items():
-        if k not in timed:
-            out.append(Measurement(_nic_prio(k), r.per_second, DIRECTION_NOTE.get(k[2], ""),
-                                   labels=dict(zip(NICP, k))))
+    untimed_ports = timed_ports = 0
+    for frames, durations, keys, name in (
+            ("infrapulse_switch_pfc_pause_frames_total", "infrapulse_switch_pfc_pause_duration_seconds_total",
+             SWP, _switch_prio),
+            ("infrapulse_nic_pfc_pause_frames_total", "infrapulse_nic_pfc_pause_duration_seconds_total",
+             NICP, _nic_prio)):
+        timed = present_keys(ctx, durations, keys)
+        frame_keys = present_keys(ctx, frames, keys)
+        untimed_ports += len(frame_keys - timed)
+        timed_ports += len(frame_keys & timed)
+        for k, r in rates_by(ctx, frames, keys).items():
+            if k not in timed:
+                out.append(Measurement(name(k), r.per_second, DIRECTION_NOTE.get(k[-1], ""),
+                                       labels=dict(zip(keys, k))))
+    if not untimed_ports and timed_ports:
+        return None
+    return out
+
+
+def measure_pause_storms(ctx: Context) -> list[Measurement]:
+    family = "infrapulse_nic_pause_storm_events_total"
+    total = rates_by(ctx, family, ("interface",))
+    by_level = rates_by(ctx, family, ("interface", "level"))
+    out = []
+    for (iface,), r in total.items():
+        levels = sorted(lv for (i, lv), lr in by_level.items() if i == iface and lr.increase > 0)
+        out.append(Measurement(iface, r.increase, ", ".join(levels), labels={"interface": iface}))
     return out
 
 
@@ -337,7 +360,7 @@ def measure_gnmi_down(ctx: Context) -> list[Measurement]:
     if store is not None:
         # A switch whose stream never came up has no infrapulse_switch_up yet, only a status.
         for (source, target), status in list(store.status.items()):
-            if source != "gnmi":
+            if source != "gnmi" or target in GNMI_NON_SWITCH_TARGETS:
                 continue
             if not status.up:
                 out[target] = Measurement(target, 1.0, status.reason, labels={"switch": target})
@@ -572,11 +595,13 @@ def served_ports(ctx: Context) -> dict[tuple[str, str], str]:
     return out
 
 
-def _uplink(base: str) -> Callable[[Context], list[Measurement]]:
-    def measure(ctx: Context) -> list[Measurement]:
+def _uplink(base: str) -> Callable[[Context], list[Measurement] | None]:
+    def measure(ctx: Context) -> list[Measurement] | None:
         ports = served_ports(ctx)
+        if ctx.results.get(base) is None and base in ctx.results:
+            return None  # the base signal does not apply (e.g. no frame-only ports)
         out = []
-        for m in ctx.results.get(base, []):
+        for m in ctx.results.get(base) or []:
             key = (m.labels.get("switch", ""), m.labels.get("interface", ""))
             if "switch" in m.labels and key in ports:
                 note = f"serves {ctx.hostname} {ports[key]}".rstrip()
@@ -638,6 +663,13 @@ _SIGNALS = [
                      "infrapulse_switch_pfc_pause_duration_seconds_total",
                      "infrapulse_nic_pfc_pause_duration_seconds_total"), ("gnmi", "ethtool"),
            counters=("infrapulse_switch_pfc_pause_frames_total", "infrapulse_nic_pfc_pause_frames_total")),
+    Signal("pfc_storm_events", "network", "PFC pause storm events",
+           "increase(nic_pause_storm_events) summed over levels (warning, error), per NIC, over the window",
+           COUNT, "window", 0.0, 1.0, 2.0, "{value} PFC pause storm event(s)",
+           "the NIC's storm guard tripped: this host stopped draining its receive queue (hung driver "
+           "or application, PCIe backpressure); check the host and drain it if the storm goes on",
+           measure_pause_storms, _families("infrapulse_nic_pause_storm_events_total"), ("ethtool",),
+           counters=("infrapulse_nic_pause_storm_events_total",), critical=True),
     Signal("queue_drop_ratio", "network", "Queue drop ratio",
            "increase(queue_dropped_packets) / (increase(queue_transmitted_packets) + increase(queue_dropped_packets))",
            RATIO, "window", 0.00001, 0.001, 2.0, "{value} of packets dropped",
@@ -770,14 +802,14 @@ _SIGNALS = [
     Signal("ttft_p95", "serving", "TTFT p95 against its SLO",
            "p95 of increase(llm_time_to_first_token_seconds buckets) over the window, per endpoint "
            "(good = health.slo.ttft_p95_seconds, bad = twice that)",
-           SECONDS, "window", 1.5, 3.0, 3.0, "TTFT p95 {value}",
+           SECONDS, "window", 1.5, 3.0, 5.0, "TTFT p95 {value}",
            "prefill is slow or queued: check queueing (waiting requests, KV cache), the GPUs and, for "
            "disaggregated serving, the KV-transfer path",
            _latency("ttft"), _families("infrapulse_llm_time_to_first_token_seconds"), ("serving",)),
     Signal("itl_p95", "serving", "ITL p95 against its SLO",
            "p95 of increase(llm_inter_token_latency_seconds buckets) over the window, per endpoint "
            "(good = health.slo.itl_p95_seconds, bad = twice that)",
-           SECONDS, "window", 0.05, 0.1, 2.0, "ITL p95 {value}",
+           SECONDS, "window", 0.05, 0.1, 4.0, "ITL p95 {value}",
            "decoding is slow: batches may be too large, the GPUs throttled, or tensor-parallel "
            "traffic congested (check NVLink and the network component)",
            _latency("itl"), _families("infrapulse_llm_inter_token_latency_seconds"), ("serving",)),
