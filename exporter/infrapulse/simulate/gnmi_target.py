@@ -284,7 +284,8 @@ class SimSwitch:
             getter = _sonic_port_field(path[2])
             if getter is None:
                 return None
-            return {p.name: ("garbage" if malformed and p.index == 0 else str(getter(p))) for p in self.ports}
+            bad = malformed and path[2] == "SAI_PORT_STAT_IF_IN_OCTETS"  # only port 0's received bytes
+            return {p.name: ("garbage" if bad and p.index == 0 else str(getter(p))) for p in self.ports}
         if len(path) == 3 and path[0] == "PORT_TABLE" and path[2] == "oper_status":
             return {p.name: "up" if p.oper_up else "down" for p in self.ports}
         if len(path) == 2 and path[0] == "LLDP_ENTRY_TABLE":

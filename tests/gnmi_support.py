@@ -1,0 +1,116 @@
+"""Shared pieces of the gNMI tests: a source over a real store, waiting, expected samples."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
+from infrapulse.sources.base import SourceContext
+from infrapulse.sources.gnmi import CONFIG, GnmiSource
+from infrapulse.sources.gnmi_families import STATUS_FAMILIES
+from infrapulse.store import Store
+
+STATUS = {f.name for f in STATUS_FAMILIES}
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
+    """Poll until predicate() is true; a bounded wait, not a timing assertion."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def running_source(section: dict, hostname: str = "fabric-0"):
+    """Run a GnmiSource over a fresh Store (validated config, like the daemon does)."""
+    config = CONFIG.validate(section, "sources.gnmi")
+    store = Store()
+    source = GnmiSource(config, SourceContext(store=store, interval=5.0, hostname=hostname))
+    task = asyncio.create_task(source.run())
+    try:
+        yield source, store
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await source.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(*targets: GnmiTarget):
+    started = []
+    try:
+        for t in targets:
+            await t.start()
+            started.append(t)
+        yield targets
+    finally:
+        for t in started:
+            await t.stop()
+
+
+def target_entry(target: GnmiTarget, **extra) -> dict:
+    return {"name": target.switch.name, "address": target.address, "profile": target.switch.profile, **extra}
+
+
+def data_series(store: Store, switch: str) -> dict[tuple[str, tuple], float]:
+    snap = store.snapshot("gnmi", switch)
+    out = {}
+    if snap is None:
+        return out
+    for family, series in snap.series.items():
+        if family in STATUS:
+            continue
+        for labels, value in series.items():
+            out[(family, labels)] = value
+    return out
+
+
+def status_value(store: Store, switch: str, family: str) -> float | None:
+    snap = store.snapshot("gnmi", switch)
+    return None if snap is None else snap.series.get(family, {}).get((switch,))
+
+
+def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
+    """What each profile must export for a frozen simulated switch (values from SimPort.initial)."""
+    prof = switch.profile
+    sw = switch.name
+    out: dict[tuple[str, tuple], float] = {}
+
+    def put(family: str, labels: tuple, value: float) -> None:
+        out[("infrapulse_switch_" + family, (sw, *labels))] = float(value)
+
+    for port in switch.ports:
+        i, name = port.index, port.name
+        put("interface_received_bytes_total", (name,), 1_000_000 * (i + 1))
+        put("interface_transmitted_bytes_total", (name,), 2_000_000 * (i + 1))
+        put("interface_errors_total", (name, "rx"), i)
+        put("interface_errors_total", (name, "tx"), 2 * i)
+        put("interface_discards_total", (name, "rx"), 3 * i)
+        put("interface_discards_total", (name, "tx"), 4 * i)
+        put("interface_fcs_errors_total", (name,), 5 * i)
+        put("interface_oper_up", (name,), 1)
+        if prof != "sonic":
+            put("interface_carrier_transitions_total", (name,), 1)
+        for p in range(PRIORITIES):
+            q = str(p)
+            if prof != "openconfig":
+                put("pfc_pause_frames_total", (name, q, "rx"), 10 * i + p)
+                put("pfc_pause_frames_total", (name, q, "tx"), 20 * i + p)
+            if prof in ("sonic", "nvidia-cumulus"):
+                put("pfc_pause_duration_seconds_total", (name, q, "rx"), (10 * i + p) * 1000 * 1e-6)
+                put("pfc_pause_duration_seconds_total", (name, q, "tx"), (20 * i + p) * 1000 * 1e-6)
+            put("queue_transmitted_packets_total", (name, q), 1000 * i + p)
+            put("queue_dropped_packets_total", (name, q), p)
+            put("queue_ecn_marked_packets_total", (name, q), 10 * p + i)
+            if prof in ("sonic", "nvidia-cumulus"):
+                put("queue_depth_bytes", (name, q), 100 * p)
+            if prof != "arista-eos":
+                put("queue_watermark_bytes", (name, q), 1000 * p + i)
+        if port.neighbor:
+            put("lldp_neighbor_info", (name, *port.neighbor), 1)
+    return out

@@ -1,0 +1,190 @@
+"""gNMI config: sharding, profile validation (via check-config), targets_file reloads, user profiles."""
+
+from __future__ import annotations
+
+import collections
+import textwrap
+
+import pytest
+
+from gnmi_support import data_series, running_source, serving, status_value, target_entry, wait_for
+from infrapulse import cli, shard
+from infrapulse import config as config_mod
+from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
+from infrapulse.sources.gnmi_profile import load_profiles, validate_profiles
+
+NAMES = [f"leaf{i:04d}" for i in range(1000)]
+
+# -- sharding ---------------------------------------------------------------------------------
+
+
+def test_shard_hash_is_prometheus_hashmod():
+    # Prometheus relabel `hashmod`: md5 of the value, last 8 bytes big-endian, modulo N
+    import hashlib
+
+    assert shard.stable_hash("leaf01") == int.from_bytes(hashlib.md5(b"leaf01").digest()[8:], "big")
+    # pinned: a change of hash function would silently reshuffle every fabric
+    assert shard.stable_hash("leaf01") == 0xAC1C5273C1E0F872
+    assert [shard.shard_of(n, 4) for n in ("leaf01", "leaf02", "spine01", "sw-a")] == [2, 3, 3, 0]
+
+
+def test_shards_are_stable_and_balanced_over_1000_names():
+    for count in (2, 3, 4, 8):
+        first = [shard.shard_of(n, count) for n in NAMES]
+        assert first == [shard.shard_of(n, count) for n in NAMES]  # deterministic
+        sizes = collections.Counter(first)
+        assert set(sizes) == set(range(count))
+        expected = len(NAMES) / count
+        assert all(abs(size - expected) < 0.25 * expected for size in sizes.values()), sizes
+
+
+def test_two_instances_cover_every_switch_exactly_once():
+    a, b = shard.Shard(0, 2), shard.Shard(1, 2)
+    owned = [(a.owns(n), b.owns(n)) for n in NAMES]
+    assert all(x != y for x, y in owned)
+    assert 400 < sum(x for x, _ in owned) < 600
+
+
+def test_adding_a_switch_moves_only_that_switch():
+    before = {n: shard.shard_of(n, 4) for n in NAMES}
+    after = {n: shard.shard_of(n, 4) for n in NAMES + ["leaf-new"]}
+    assert {n: after[n] for n in NAMES} == before
+
+
+def test_shard_resolution_order():
+    assert shard.resolve({"index": 1, "count": 3}, {"INFRAPULSE_SHARD_INDEX": "0"}, "x-2") == shard.Shard(1, 3)
+    assert shard.resolve({}, {"INFRAPULSE_SHARD_INDEX": "2", "INFRAPULSE_SHARD_COUNT": "4"}, "h") == shard.Shard(2, 4)
+    # a StatefulSet pod: the ordinal is the hostname suffix, the count comes from the environment
+    assert shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "infrapulse-fabric-2") == shard.Shard(2, 3)
+    assert shard.resolve({}, {}, "infrapulse-fabric-2") == shard.Shard(0, 1)
+    with pytest.raises(shard.ShardError, match="no index"):
+        shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "plainhost")
+    with pytest.raises(shard.ShardError, match="0..2"):
+        shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "fabric-7")
+
+
+async def test_two_sources_with_count_2_split_a_fabric(tmp_path):
+    targets = [{"name": n, "address": "127.0.0.1:9"} for n in NAMES[:200]]
+    owned = []
+    for index in (0, 1):
+        async with running_source({"defaults": {"insecure": True, "connect_timeout": "1s"},
+                                   "targets": targets, "shard": {"index": index, "count": 2}}) as (source, _):
+            await wait_for(lambda s=source: bool(s.sessions))
+            owned.append(set(source.sessions))
+    assert owned[0].isdisjoint(owned[1])
+    assert owned[0] | owned[1] == set(NAMES[:200])
+
+
+# -- profiles ---------------------------------------------------------------------------------
+
+
+def test_builtin_profiles_are_valid():
+    assert validate_profiles() == []
+    assert set(load_profiles()) >= {"openconfig", "sonic", "nvidia-cumulus", "arista-eos"}
+
+
+BAD_PROFILES = [
+    ("metrics:\n  - {path: /a/b, family: infrapulse_switch_nope_total}\nsubscriptions: [/a]\n",
+     "metrics[0].family", "unknown family"),
+    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]/x', family: infrapulse_switch_queue_depth_bytes}\n",
+     "metrics[0]", "missing label(s) queue"),
+    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}', family: infrapulse_switch_interface_oper_up}\n",
+     "metrics[0].path", "unclosed"),
+    ("subscriptions: [/zzz]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up}\n",
+     "metrics[0].path", "not under any subscribed path"),
+    ("subscriptions: [{path: /a, mode: sometimes}]\nmetrics: []\n", "subscriptions[0].mode", "must be one of"),
+    ("subscriptions: [{path: /a, sample_interval: 100ms}]\nmetrics: []\n", "subscriptions[0].sample_interval",
+     "at least 1s"),
+    ("encodings: [protobuf]\nsubscriptions: [/a]\nmetrics: []\n", "encodings[0]", "must be one of"),
+    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info}\n",
+     "metrics[0].value_labels", "_info family"),
+    ("subscriptions: [/a]\nsurprise: 1\nmetrics: []\n", "surprise", "unknown key"),
+]
+
+
+@pytest.mark.parametrize("text,key,reason", BAD_PROFILES, ids=[k for _, k, _ in BAD_PROFILES])
+def test_profile_errors_name_file_and_key_through_check_config(tmp_path, capsys, text, key, reason):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "mine.yaml").write_text(text)
+    cfg = tmp_path / "fabric.yaml"
+    cfg.write_text(f"sources:\n  gnmi:\n    profiles_dir: {profiles}\n    targets: [{{name: s1, profile: mine}}]\n")
+    assert cli.main(["check-config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert str(profiles / "mine.yaml") in err
+    assert f"{key}:" in err and reason in err
+    errors = validate_profiles(profiles)
+    assert len(errors) == 1 and errors[0].key == key
+
+
+def test_check_config_rejects_unknown_profile_and_duplicate_names(tmp_path):
+    cfg = textwrap.dedent("""
+        sources:
+          gnmi:
+            targets: [{name: s1, profile: junos}]
+    """)
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.load_text(cfg, "f.yaml")
+    assert err.value.key == "sources.gnmi.targets[0].profile" and "unknown profile 'junos'" in err.value.reason
+    cfg = "sources:\n  gnmi:\n    targets: [{name: s1}, {name: s1}]\n"
+    with pytest.raises(config_mod.ConfigError, match="duplicate switch name"):
+        config_mod.load_text(cfg, "f.yaml")
+    cfg = "sources:\n  gnmi:\n    targets: [{name: s1, tls: {cert_file: /x}}]\n"
+    with pytest.raises(config_mod.ConfigError, match="cert_file and key_file go together"):
+        config_mod.load_text(cfg, "f.yaml")
+    cfg = "sources:\n  gnmi:\n    defaults: {sample_interval: 500ms}\n"
+    with pytest.raises(config_mod.ConfigError, match="sources.gnmi.defaults.sample_interval"):
+        config_mod.load_text(cfg, "f.yaml")
+    cfg = "sources:\n  gnmi:\n    shard: {index: 2, count: 2}\n"
+    with pytest.raises(config_mod.ConfigError, match="sources.gnmi.shard.index"):
+        config_mod.load_text(cfg, "f.yaml")
+
+
+async def test_a_user_profile_file_works_without_code_changes(tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "tiny-vendor.yaml").write_text(textwrap.dedent("""
+        description: only received bytes and ECN marks, from OpenConfig paths
+        encodings: [proto]
+        origin: openconfig
+        subscriptions:
+          - /interfaces/interface[name=*]/state/counters/in-octets
+          - /qos/interfaces/interface[interface-id=*]/output/queues/queue[name=*]/state/ecn-marked-pkts
+        metrics:
+          - {path: "/interfaces/interface[name={interface}]/state/counters/in-octets",
+             family: infrapulse_switch_interface_received_bytes_total, scale: 8}
+          - {path: "/qos/interfaces/interface[interface-id=sw{interface}]/output/queues/queue[name={queue}]/state/ecn-marked-pkts",
+             family: infrapulse_switch_queue_ecn_marked_packets_total}
+    """))
+    switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)  # swp1
+    target = GnmiTarget(switch)
+    async with serving(target), running_source({
+        "profiles_dir": str(profiles), "defaults": {"insecure": True, "sample_interval": "1s"},
+        "targets": [target_entry(target, profile="tiny-vendor")],
+    }) as (_, store):
+        await wait_for(lambda: status_value(store, "leaf01", "infrapulse_switch_up") == 1.0)
+        got = data_series(store, "leaf01")
+        assert got[("infrapulse_switch_interface_received_bytes_total", ("leaf01", "swp1"))] == 8_000_000.0
+        # a capture inside a key value: "swp1" -> interface "p1"
+        assert got[("infrapulse_switch_queue_ecn_marked_packets_total", ("leaf01", "p1", "3"))] == 30.0
+        assert len(got) == 1 + 8
+
+
+async def test_targets_file_is_reread_when_it_changes(tmp_path):
+    one = GnmiTarget(SimSwitch("leaf01", "openconfig", ports=1, frozen=True))
+    two = GnmiTarget(SimSwitch("leaf02", "sonic", ports=1, frozen=True))
+    async with serving(one, two):
+        path = tmp_path / "switches.yaml"
+        path.write_text(f"- {{name: leaf01, address: '{one.address}'}}\n")
+        async with running_source({"defaults": {"insecure": True, "sample_interval": "1s"},
+                                   "targets_file": str(path)}) as (source, store):
+            await wait_for(lambda: status_value(store, "leaf01", "infrapulse_switch_up") == 1.0)
+            path.write_text(f"targets:\n  - {{name: leaf02, address: '{two.address}', profile: sonic}}\n")
+            await wait_for(lambda: status_value(store, "leaf02", "infrapulse_switch_up") == 1.0, what="new switch")
+            await wait_for(lambda: store.snapshot("gnmi", "leaf01") is None, what="removed switch gone")
+            assert set(source.sessions) == {"leaf02"}
+            # a broken file keeps the running switches and says why
+            path.write_text("- {name: [oops\n")
+            await wait_for(lambda: ("gnmi", "targets_file") in store.status, what="file error recorded")
+            assert store.status[("gnmi", "targets_file")].reason == "config"
+            assert set(source.sessions) == {"leaf02"}
