@@ -1,0 +1,342 @@
+"""Deployment files checked offline with the real tools: promtool, docker-compose, kubernetes-validate,
+systemd-analyze, and infrapulse's own config loader for every config the manifests embed."""
+
+from __future__ import annotations
+
+import copy
+import posixpath
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from infrapulse import config as config_mod
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "kubernetes"
+KUBERNETES_VERSION = "1.30.0"
+
+
+def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def need(binary: str, package: str) -> str:
+    path = shutil.which(binary)
+    assert path, f"{binary} not found: install the Debian package {package} (scripts/system-deps.sh does)"
+    return path
+
+
+# -- Prometheus ------------------------------------------------------------------------------
+
+def test_promtool_accepts_prometheus_yml_with_the_repo_rules():
+    promtool = need("promtool", "prometheus")
+    result = run([promtool, "check", "config", str(DEPLOY / "prometheus" / "prometheus.yml")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    rule_files = sorted((ROOT / "alerts").glob("*.rules.yaml"))
+    assert rule_files, "alerts/*.rules.yaml should exist"
+    for path in rule_files:  # promtool followed the relative rule_files glob to every file
+        assert path.name in result.stdout
+
+
+def test_prometheus_yml_has_node_fabric_jobs_rules_and_alertmanager():
+    cfg = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in cfg["scrape_configs"]}
+    assert {"infrapulse-node", "infrapulse-fabric"} <= set(jobs)
+    # The health alerts watch up{job=~".*infrapulse.*"}: every exporter job must match that.
+    assert all("infrapulse" in name for name in jobs if name != "prometheus")
+    assert cfg["rule_files"] == ["../../alerts/*.rules.yaml"]
+    assert cfg["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["alertmanager:9093"]
+    for job in ("infrapulse-node", "infrapulse-fabric"):
+        for sd in jobs[job]["file_sd_configs"]:
+            for pattern in sd["files"]:
+                assert (DEPLOY / "prometheus" / pattern).exists(), pattern
+
+
+def test_promtool_rejects_a_broken_config(tmp_path: Path):
+    """The check above can fail: a bad relabel action is refused."""
+    promtool = need("promtool", "prometheus")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("scrape_configs:\n  - job_name: x\n    relabel_configs: [{action: hashmood}]\n")
+    assert run([promtool, "check", "config", str(bad)]).returncode != 0
+
+
+def scaling_examples() -> list[tuple[str, str]]:
+    """```yaml blocks in docs/scaling.md marked with a `# promtool: check config` first line."""
+    text = (ROOT / "docs" / "scaling.md").read_text()
+    blocks = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    return [(b.splitlines()[1].lstrip("# ").strip() or f"example {i}", b) for i, b in enumerate(blocks)
+            if b.startswith("# promtool: check config")]
+
+
+def test_scaling_doc_has_checked_examples():
+    assert len(scaling_examples()) >= 4
+
+
+@pytest.mark.parametrize("title,block", scaling_examples(), ids=[t for t, _ in scaling_examples()])
+def test_promtool_accepts_scaling_doc_examples(tmp_path: Path, title, block):
+    promtool = need("promtool", "prometheus")
+    path = tmp_path / "prometheus.yml"
+    path.write_text(block)
+    # Examples may reference password/CA files and rules: give them empty stand-ins beside the config.
+    cfg = yaml.safe_load(block)
+    for remote in cfg.get("remote_write", []):
+        for key in ("password_file", "bearer_token_file"):
+            for holder in (remote, remote.get("basic_auth", {}), remote.get("authorization", {})):
+                if key in holder or "credentials_file" in holder:
+                    name = holder.get(key) or holder.get("credentials_file")
+                    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+                    (tmp_path / name).write_text("secret\n")
+    result = run([promtool, "check", "config", str(path)], cwd=tmp_path)
+    assert result.returncode == 0, f"{title}:\n{result.stdout}{result.stderr}"
+
+
+# -- Grafana provisioning --------------------------------------------------------------------
+
+def test_grafana_datasource_has_fixed_uid_and_dashboards_provider_reads_the_mounted_folder():
+    ds = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/infrapulse.yaml").read_text())
+    prometheus = next(d for d in ds["datasources"] if d["type"] == "prometheus")
+    assert prometheus["uid"] == "infrapulse-prometheus" and prometheus["isDefault"] is True
+    assert prometheus["url"] == "http://prometheus:9090"
+    provider = yaml.safe_load((DEPLOY / "grafana/provisioning/dashboards/infrapulse.yaml").read_text())
+    (prov,) = provider["providers"]
+    assert prov["type"] == "file" and prov["allowUiUpdates"] is False
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    mounts = dict(v.split(":")[:2] for v in compose["services"]["grafana"]["volumes"] if v.startswith("./"))
+    assert mounts["./dashboards"] == prov["options"]["path"]
+    assert mounts["./deploy/grafana/provisioning/datasources"] == "/etc/grafana/provisioning/datasources"
+    assert mounts["./deploy/grafana/provisioning/dashboards"] == "/etc/grafana/provisioning/dashboards"
+
+
+# -- compose and Dockerfile ------------------------------------------------------------------
+
+def test_docker_compose_config_validates():
+    compose = need("docker-compose", "docker-compose")
+    result = run([compose, "-f", str(ROOT / "compose.yaml"), "config"], cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    normalised = yaml.safe_load(result.stdout)
+    assert set(normalised["services"]) == {"infrapulse", "prometheus", "alertmanager", "grafana"}
+
+
+def test_docker_compose_rejects_an_unknown_key(tmp_path: Path):
+    compose = need("docker-compose", "docker-compose")
+    broken = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    broken["services"]["grafana"]["portz"] = ["3000:3000"]
+    path = tmp_path / "compose.yaml"
+    path.write_text(yaml.safe_dump(broken))
+    result = run([compose, "-f", str(path), "config"], cwd=tmp_path)
+    assert result.returncode != 0 and "portz" in result.stderr
+
+
+def test_compose_services_pinned_built_and_mounted():
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    services = compose["services"]
+    assert services["infrapulse"]["build"] == "."
+    assert services["infrapulse"]["command"][0] == "demo"
+    for name in ("prometheus", "alertmanager", "grafana"):
+        image = services[name]["image"]
+        assert re.fullmatch(r"[\w./-]+:v?\d+\.\d+\.\d+", image), f"{name}: pin an exact tag, got {image}"
+    for name, service in services.items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), f"{name} mounts missing {source}"
+
+
+def test_compose_prometheus_paths_resolve_inside_the_container():
+    """prometheus.yml's relative rule_files and file_sd paths land on mounted repo folders."""
+    prom = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["prometheus"]
+    mounts = {target: source for source, target, *_ in (v.split(":") for v in prom["volumes"])}
+    config_path = next(a.split("=", 1)[1] for a in prom["command"] if a.startswith("--config.file="))
+    cfg = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    wanted = list(cfg["rule_files"])
+    wanted += [f for job in cfg["scrape_configs"] for sd in job.get("file_sd_configs", []) for f in sd["files"]]
+    wanted.append(posixpath.basename(config_path))
+    for relative in wanted:
+        in_container = posixpath.normpath(posixpath.join(posixpath.dirname(config_path), relative))
+        target = next((t for t in mounts if in_container.startswith(t + "/")), None)
+        assert target, f"{in_container} is not under a mounted folder"
+        on_host = ROOT / mounts[target] / posixpath.relpath(in_container, target)
+        assert list(on_host.parent.glob(on_host.name)), f"{relative} -> {on_host} does not exist"
+
+
+def test_dockerfile_pinned_non_root_and_runs_infrapulse():
+    text = (ROOT / "Dockerfile").read_text()
+    for base in re.findall(r"^FROM (\S+)", text, re.M):
+        assert re.search(r":\d+\.\d+\.\d+", base) and "latest" not in base, base
+    users = re.findall(r"^USER (\S+)", text, re.M)
+    assert users and users[-1].split(":")[0] not in ("0", "root")
+    assert 'ENTRYPOINT ["infrapulse"]' in text and "EXPOSE 9477" in text
+    for source in re.findall(r"^COPY (?!--from)(.+) \S+$", text, re.M):
+        for item in source.split():
+            assert (ROOT / item).exists(), f"COPY source {item} missing"
+
+
+# -- example configs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["node.yaml", "fabric.yaml"])
+def test_example_configs_load(name):
+    cfg = config_mod.load_file(DEPLOY / "config" / name)
+    assert cfg["role"] == name.removesuffix(".yaml")
+
+
+# -- Kubernetes ------------------------------------------------------------------------------
+
+def k8s_documents() -> list[dict]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def find(kind: str, name: str) -> dict:
+    return next(d for d in k8s_documents() if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+CORE_DOCS = [d for d in k8s_documents() if not d["apiVersion"].startswith("monitoring.coreos.com/")]
+
+
+@pytest.mark.parametrize("doc", CORE_DOCS, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_kubernetes_manifests_validate_offline(doc):
+    assert kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def test_kubernetes_validation_catches_a_typo():
+    daemonset = copy.deepcopy(find("DaemonSet", "infrapulse-node"))
+    daemonset["spec"]["template"]["spec"]["hostNetwrk"] = True
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(daemonset, KUBERNETES_VERSION, strict=True)
+
+
+def test_kustomization_lists_every_manifest():
+    listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
+    present = sorted(p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(listed) == present
+
+
+def _container(workload: dict) -> dict:
+    (container,) = workload["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def _assert_least_privilege(workload: dict) -> None:
+    pod = workload["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    sc = _container(workload)["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc.get("privileged") is False
+
+
+def _embedded_config(configmap: str, mount_path: str, tmp_path: Path) -> dict:
+    """Load the ConfigMap's infrapulse.yaml with the real loader, its files laid out as the kubelet would."""
+    data = find("ConfigMap", configmap)["data"]
+    for key, value in data.items():
+        (tmp_path / key).write_text(value)
+    text = data["infrapulse.yaml"].replace(mount_path + "/", f"{tmp_path}/")
+    return config_mod.load_text(text, f"ConfigMap {configmap}")
+
+
+def test_node_daemonset_reads_host_sys_read_only_with_gpu_access(tmp_path: Path):
+    ds = find("DaemonSet", "infrapulse-node")
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["runtimeClassName"] == "nvidia"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    _assert_least_privilege(ds)
+    sys_volume = next(v for v in pod["volumes"] if v.get("hostPath", {}).get("path") == "/sys")
+    mount = next(m for m in _container(ds)["volumeMounts"] if m["name"] == sys_volume["name"])
+    assert mount["readOnly"] is True
+    cfg = _embedded_config("infrapulse-node", _mount_of(ds, "config"), tmp_path)
+    assert cfg["role"] == "node"
+    assert cfg["sources"]["infiniband"]["sysfs_root"] == mount["mountPath"]
+    assert cfg["sources"]["ethtool"]["sysfs_root"] == mount["mountPath"]
+    assert _container(ds)["args"][-1].startswith(_mount_of(ds, "config"))
+
+
+def _mount_of(workload: dict, volume: str) -> str:
+    return next(m["mountPath"] for m in _container(workload)["volumeMounts"] if m["name"] == volume)
+
+
+def test_fabric_statefulset_shards_by_pod_ordinal(tmp_path: Path):
+    sts = find("StatefulSet", "infrapulse-fabric")
+    _assert_least_privilege(sts)
+    env = {e["name"]: e for e in _container(sts)["env"]}
+    assert env["INFRAPULSE_SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == \
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    assert int(env["INFRAPULSE_SHARD_COUNT"]["value"]) == sts["spec"]["replicas"]
+    assert sts["spec"]["serviceName"] == "infrapulse-fabric"
+    cfg = _embedded_config("infrapulse-fabric", _mount_of(sts, "config"), tmp_path)
+    assert cfg["role"] == "fabric"
+    gnmi = cfg["sources"]["gnmi"]
+    # The targets file is a key of the same ConfigMap (loaded above from its materialised copy),
+    # the password a key of the mounted Secret.
+    assert posixpath.dirname(gnmi["targets_file"]) == str(tmp_path)
+    assert posixpath.dirname(gnmi["defaults"]["password_file"]) == _mount_of(sts, "gnmi")
+    switches = yaml.safe_load(find("ConfigMap", "infrapulse-fabric")["data"]["switches.yaml"])
+    assert len(switches["targets"]) >= 2
+
+
+def test_services_and_monitors_select_the_pods():
+    for component, workload in (("node", find("DaemonSet", "infrapulse-node")),
+                                ("fabric", find("StatefulSet", "infrapulse-fabric"))):
+        pod_labels = workload["spec"]["template"]["metadata"]["labels"]
+        service = find("Service", f"infrapulse-{component}")
+        assert service["spec"]["selector"].items() <= pod_labels.items()
+        port_names = {p["name"] for p in _container(workload)["ports"]}
+        assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
+    service_monitor = find("ServiceMonitor", "infrapulse-node")
+    node_service = find("Service", "infrapulse-node")
+    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= node_service["metadata"]["labels"].items()
+    assert service_monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in node_service["spec"]["ports"]}
+    pod_monitor = find("PodMonitor", "infrapulse-fabric")
+    fabric_pods = find("StatefulSet", "infrapulse-fabric")["spec"]["template"]["metadata"]["labels"]
+    assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= fabric_pods.items()
+    for monitor in (service_monitor, pod_monitor):
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+
+
+# -- systemd ---------------------------------------------------------------------------------
+
+def _unit_for_verify(tmp_path: Path) -> Path:
+    """The unit with ExecStart pointing at an existing binary (verify checks executables exist)."""
+    text = (DEPLOY / "systemd" / "infrapulse.service").read_text()
+    path = tmp_path / "infrapulse.service"
+    path.write_text(text.replace("/opt/infrapulse/bin/infrapulse", shutil.which("true")))
+    return path
+
+
+def test_systemd_unit_verifies_cleanly(tmp_path: Path):
+    analyze = need("systemd-analyze", "systemd")
+    result = run([analyze, "verify", str(_unit_for_verify(tmp_path))])
+    assert result.returncode == 0, result.stderr
+    # verify only warns about unknown keys or bad values: any such line is a failure here.
+    problems = [line for line in result.stderr.splitlines() if "infrapulse.service" in line]
+    assert not problems, problems
+
+
+def test_systemd_verify_reports_a_misspelt_key(tmp_path: Path):
+    analyze = need("systemd-analyze", "systemd")
+    path = _unit_for_verify(tmp_path)
+    path.write_text(path.read_text().replace("ProtectSystem=strict", "ProtectSytem=strict"))
+    result = run([analyze, "verify", str(path)])
+    assert "Unknown key" in result.stderr
+
+
+def test_systemd_unit_is_hardened(tmp_path: Path):
+    unit = (DEPLOY / "systemd" / "infrapulse.service").read_text()
+    settings = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    assert settings["User"] == "infrapulse" and settings["ProtectSystem"] == "strict"
+    assert settings["CapabilityBoundingSet"] == "" and settings["NoNewPrivileges"] == "yes"
+    assert "/sys" in settings["ReadOnlyPaths"].split()
+    analyze = need("systemd-analyze", "systemd")
+    result = run([analyze, "security", "--offline=yes", "--no-pager", str(_unit_for_verify(tmp_path))])
+    exposure = re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout + result.stderr)
+    assert exposure, result.stdout + result.stderr
+    assert float(exposure.group(1)) <= 2.5, f"systemd rates the unit's exposure {exposure.group(1)}"
