@@ -42,6 +42,8 @@ Behaviour worth knowing:
   A stale keep-alive connection closed by the server between scrapes is the common case.
 * The body size is bounded after decompression, so a gzip bomb is cut like an endless body.
 * Bodies over `PARSE_IN_THREAD_BYTES` are parsed in a worker thread to keep the loop free.
+* Parsed label dicts are cached per URL across scrapes and shared: treat `Sample.labels` as
+  read-only (copy before changing).
 """
 
 from __future__ import annotations
@@ -153,6 +155,9 @@ class Scraper:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: dict[str, ssl.SSLContext] = {}
         self._tokens: dict[str, tuple[float, str]] = {}  # path -> (mtime, token)
+        # Per URL: raw label text -> parsed labels (see textparse.parse); shared label dicts
+        # are read-only for every consumer.
+        self._label_caches: dict[str, dict[str, dict[str, str]]] = {}
         self._backoff_initial = backoff_initial
         self._backoff_cap = backoff_cap
 
@@ -162,11 +167,12 @@ class Scraper:
         """Fetch and parse. `deadline` (event-loop time) bounds retries. Raises ScrapeError."""
         started = time.perf_counter()
         fetched = await self.fetch(target, deadline)
+        cache = self._label_caches.setdefault(target.url, {})
         try:
             if fetched.bytes > PARSE_IN_THREAD_BYTES:
-                families = await asyncio.to_thread(parse, fetched.text, fetched.openmetrics)
+                families = await asyncio.to_thread(parse, fetched.text, fetched.openmetrics, cache)
             else:
-                families = parse(fetched.text, fetched.openmetrics)
+                families = parse(fetched.text, fetched.openmetrics, cache)
         except ParseError as exc:
             raise ScrapeError(exc.reason, f"{redact_url(target.url)}: {exc}") from None
         return ScrapeResult(families, fetched.bytes, fetched.openmetrics,

@@ -100,8 +100,17 @@ def _family_name(name: str, typ: str) -> str:
     return name
 
 
-def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
-    """Parse an exposition into families keyed by name (see the module docstring)."""
+LABEL_CACHE_LIMIT = 200_000
+
+
+def parse(text: str, openmetrics: bool = False,
+          label_cache: dict[str, dict[str, str]] | None = None) -> dict[str, MetricFamily]:
+    """Parse an exposition into families keyed by name (see the module docstring).
+
+    `label_cache` (a dict the caller keeps between scrapes of the same target) maps raw label
+    text to its parsed dict: an engine repeats the same label strings every scrape, so steady
+    state skips label parsing. Cached dicts are shared between samples: never mutate them.
+    """
     families: dict[str, MetricFamily] = {}
     untyped = "unknown" if openmetrics else "untyped"  # what each format calls a family without TYPE
     current: MetricFamily | None = None
@@ -172,7 +181,17 @@ def parse(text: str, openmetrics: bool = False) -> dict[str, MetricFamily]:
                 timestamp = float(ts_text) if openmetrics else int(ts_text) / 1000.0
         except ValueError:
             raise ParseError(lineno, f"bad number in {line[:80]!r}") from None
-        labels = parse_labels(label_text, lineno) if label_text else {}
+        if not label_text:
+            labels = {}
+        elif label_cache is None:
+            labels = parse_labels(label_text, lineno)
+        else:
+            labels = label_cache.get(label_text)
+            if labels is None:
+                labels = parse_labels(label_text, lineno)
+                if len(label_cache) >= LABEL_CACHE_LIMIT:
+                    label_cache.clear()  # bounded: a target with churning labels cannot grow it
+                label_cache[label_text] = labels
         if escaped and name in escaped:
             name = escaped[name]
         if current is None or name not in owned:

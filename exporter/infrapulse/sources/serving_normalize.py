@@ -220,8 +220,12 @@ class _HistAcc:
         self.series = 1
 
     def merge(self, other: _HistAcc) -> None:
-        common = self.buckets.keys() & other.buckets.keys()
-        self.buckets = {le: self.buckets[le] + other.buckets[le] for le in common}
+        mine, theirs = self.buckets, other.buckets
+        if mine.keys() == theirs.keys():  # the usual case: every rank has the same buckets
+            for le, c in theirs.items():
+                mine[le] += c
+        else:
+            self.buckets = {le: mine[le] + theirs[le] for le in mine.keys() & theirs.keys()}
         self.sum += other.sum
         self.count += other.count
 
@@ -247,13 +251,15 @@ def hist(name: str, scale: float = 1.0) -> Extractor:
         bucket, total, count = name + "_bucket", name + "_sum", name + "_count"
         for s in fam.samples:
             labels = s.labels
+            # Series identity without `le`. Label order is stable within one writer's output
+            # (prometheus_client appends le, Go sorts all names), so no sorting is needed.
             if s.name == bucket:
                 le = labels.get("le")
                 if le is None:
                     continue
-                ident = tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+                ident = tuple([kv for kv in labels.items() if kv[0] != "le"])
             elif s.name == total or s.name == count:
-                ident = tuple(sorted(labels.items()))
+                ident = tuple(labels.items())
             else:
                 continue
             acc = accs.get(ident)
