@@ -169,10 +169,10 @@ def test_reset_required_in_a_field_value_marks_the_gpu_sick():
     fake = FakeNvml(spec(GPU0), clock=Clock())
     original = fake._field
 
-    def field(gpu, fid, scope, now):
+    def field(gpu, fid, scope, now, answers):
         if fid == nvml_api.FI_PCIE_REPLAY:
             return FieldValue(fid, scope, nvml_api.RESET_REQUIRED, 0.0)
-        return original(gpu, fid, scope, now)
+        return original(gpu, fid, scope, now, answers)
 
     fake._field = field
     values, errors, _ = poll(fake)

@@ -369,18 +369,16 @@ class FakeNvml:
         with self._cond:
             gpu = self._device(h, "field_values")
             now = self.now()
-            return [self._field(gpu, fid, scope, now) for fid, scope in fields]
+            answers = self._field_answers(gpu, now)
+            return [self._field(gpu, fid, scope, now, answers) for fid, scope in fields]
 
-    def _field(self, gpu: FakeGpu, fid: int, scope: int, now: float) -> FieldValue:
-        blocked = set().union(*(ids for name, ids in _FIELD_GROUPS.items() if name in gpu.not_supported))
-        if fid in blocked:
-            return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
+    def _field_answers(self, gpu: FakeGpu, now: float) -> dict:
+        """Per-call values of the scalar fields (computed once per nvmlDeviceGetFieldValues)."""
         s = gpu.spec
-        links = int(s.get("nvlinks", 0))
         ecc = s.get("ecc", {})
         rows = s.get("remapped_rows", {})
         pages = s.get("retired_pages", {})
-        scalar = {
+        answers = {
             api.FI_ECC_SBE_VOL: ecc.get("corrected_volatile", 0),
             api.FI_ECC_DBE_VOL: ecc.get("uncorrected_volatile", 0),
             api.FI_ECC_SBE_AGG: ecc.get("corrected_aggregate", 0),
@@ -393,24 +391,33 @@ class FakeNvml:
             api.FI_REMAPPED_PENDING: rows.get("pending", 0),
             api.FI_REMAPPED_FAILURE: rows.get("failure", 0),
             api.FI_PCIE_REPLAY: s.get("pcie_replays", 0),
-            api.FI_NVLINK_LINK_COUNT: links,
+            api.FI_NVLINK_LINK_COUNT: int(s.get("nvlinks", 0)),
+            # mJ; integrates the nominal power so the counter never goes back
+            api.FI_TOTAL_ENERGY: int(s.get("energy_start_mj", 0) + float(s.get("power_w", 0)) * 1000 * now),
+            api.FI_MEMORY_TEMP: round(self._state(gpu, now)["memory_temperature"]),
         }
-        if fid in scalar:
-            return FieldValue(fid, scope, api.SUCCESS, float(scalar[fid]))
-        if fid == api.FI_MEMORY_TEMP:
-            return FieldValue(fid, scope, api.SUCCESS, round(self._state(gpu, now)["memory_temperature"]))
-        if fid == api.FI_TOTAL_ENERGY:  # mJ; integrates the nominal power so it never goes back
-            return FieldValue(fid, scope, api.SUCCESS,
-                              float(int(s.get("energy_start_mj", 0) + float(s.get("power_w", 0)) * 1000 * now)))
+        answers = {fid: float(v) for fid, v in answers.items()}
+        answers["blocked"] = set().union(*(ids for name, ids in _FIELD_GROUPS.items() if name in gpu.not_supported))
+        answers["links"] = int(s.get("nvlinks", 0))
+        answers["down"] = set(s.get("nvlink_down", ()))
+        answers["link_kib"] = float(int(float(s.get("nvlink_kibps", 0)) * now))
+        return answers
+
+    @staticmethod
+    def _field(gpu: FakeGpu, fid: int, scope: int, now: float, answers: dict) -> FieldValue:
+        if fid in answers["blocked"]:
+            return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
         if fid in (api.FI_NVLINK_STATE, api.FI_NVLINK_DATA_TX, api.FI_NVLINK_DATA_RX):
-            if not 0 <= scope < links:
+            if not 0 <= scope < answers["links"]:
                 return FieldValue(fid, scope, api.INVALID_ARGUMENT, 0.0)
-            up = scope not in s.get("nvlink_down", ())
+            up = scope not in answers["down"]
             if fid == api.FI_NVLINK_STATE:
                 return FieldValue(fid, scope, api.SUCCESS, 1.0 if up else 0.0)
-            kib = float(int(float(s.get("nvlink_kibps", 0)) * now)) if up else 0.0
-            return FieldValue(fid, scope, api.SUCCESS, kib)
-        return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
+            return FieldValue(fid, scope, api.SUCCESS, answers["link_kib"] if up else 0.0)
+        value = answers.get(fid)
+        if value is None:
+            return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
+        return FieldValue(fid, scope, api.SUCCESS, value)
 
     def event_set_create(self) -> FakeEventSet:
         with self._cond:

@@ -63,6 +63,21 @@ _FIELD_NAMES = {
 KB = 1024.0  # NVML's PCIe throughput is in "KB/s"; NVML's KB is binary, as its NVLink KiB counters
 
 
+def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str], opt: tuple[str, ...]) -> dict:
+    """(field id, scope) -> (family name, label values, scale; None = a 0/1 state) for one GPU,
+    built once so a poll only looks values up."""
+    targets = {}
+    for fid, scope in fields:
+        if fid in _SCALAR_MAP:
+            family, extra, scale = _SCALAR_MAP[fid]
+            targets[(fid, scope)] = (family.name, base + extra + opt, scale)
+        else:
+            family, scale = _LINK_MAP[fid]
+            targets[(fid, scope)] = (family.name, base + (str(scope),) + opt,
+                                     None if family is fam.NVLINK_UP else scale)
+    return targets
+
+
 class GpuSick(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -92,6 +107,7 @@ class Gpu:
     fields: list[tuple[int, int]] = field(default_factory=list)
     absent: set[str] = field(default_factory=set)  # calls this device will never answer
     link_state_by_call: bool = False  # old drivers: no NVLink state field, ask per link
+    field_targets: tuple | None = None  # cached lookup for _add_fields
     sick: str | None = None  # why NVML cannot talk to it (gpu_is_lost, ...)
     sick_message: str = ""
 
@@ -284,18 +300,20 @@ class GpuPoller:
 
     def _add_fields(self, gpu: Gpu, values: list[FieldValue], snap: Snapshot,
                     base: tuple[str, str], opt: tuple[str, ...]) -> None:
+        targets = gpu.field_targets
+        if targets is None or targets[0] != base:
+            gpu.field_targets = targets = (base, _field_targets(gpu.fields, base, opt))
+        series = snap.series
         dropped: set[tuple[int, int]] = set()
         for fv in values:
             if fv.ret != api_mod.SUCCESS:
                 self._field_failed(gpu, fv, dropped)
                 continue
-            if fv.field_id in _SCALAR_MAP:
-                family, extra, scale = _SCALAR_MAP[fv.field_id]
-                snap.add(family, base + extra + opt, fv.value * scale)
-            else:
-                family, scale = _LINK_MAP[fv.field_id]
-                value = (1.0 if fv.value else 0.0) if family is fam.NVLINK_UP else fv.value * scale
-                snap.add(family, base + (str(fv.scope_id),) + opt, value)
+            name, labels, scale = targets[1][(fv.field_id, fv.scope_id)]
+            bucket = series.get(name)
+            if bucket is None:
+                bucket = series[name] = {}
+            bucket[labels] = (1.0 if fv.value else 0.0) if scale is None else fv.value * scale
         if dropped:
             gpu.fields = [f for f in gpu.fields if f not in dropped]
             if any(f == api_mod.FI_NVLINK_STATE for f, _ in dropped) and gpu.links:
