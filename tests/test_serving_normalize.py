@@ -362,3 +362,21 @@ def test_passthrough_renames_an_engine_endpoint_label():
     snap = Snapshot()
     passthrough_series(families, "ep1", snap)
     assert snap.series["vllm:x"] == {(("endpoint", "ep1"), ("exported_endpoint", "/v1/chat")): 2.0}
+
+
+def test_label_cache_gives_the_same_result_and_is_bounded(monkeypatch):
+    import infrapulse.textparse as textparse
+
+    text = (FIXTURES / "sglang-0.5.prom").read_text()
+    cache: dict = {}
+    first = parse(text, label_cache=cache)
+    second = parse(text, label_cache=cache)
+    plain = parse(text)
+    for name, fam in plain.items():
+        assert [(s.name, s.labels, s.value) for s in fam.samples] == \
+               [(s.name, s.labels, s.value) for s in second[name].samples]
+    assert first["sglang:token_usage"].samples[0].labels is second["sglang:token_usage"].samples[0].labels
+    monkeypatch.setattr(textparse, "LABEL_CACHE_LIMIT", 10)
+    small: dict = {}
+    parse(text, label_cache=small)
+    assert len(small) <= 10
