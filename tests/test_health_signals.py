@@ -1,0 +1,246 @@
+"""Every signal, table-driven: inputs that measure `x` -> the value and the sub-score at the good
+threshold (100), the bad threshold (0) and midway (50)."""
+
+from __future__ import annotations
+
+import pytest
+
+from health_fixtures import HOST, Feed, empty_histogram, latency_histogram, service_for, signal
+from infrapulse.health.signals import SIGNALS
+
+SWQ = ("leaf03", "Ethernet12", "3")
+SWP = ("leaf03", "Ethernet12", "3", "rx")
+PORT = ("mlx5_0", "1")
+GPU = ("0", "GPU-aaaa")
+EP = ("llama", "vllm", "llama-3-70b")
+
+
+def _ecn(f, x):
+    f.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ, 0, 10_000, "leaf03")
+    f.counter("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", SWQ, 0, x * 10_000, "leaf03")
+
+
+def _nic_ecn(f, x):
+    f.counter("infiniband", "infrapulse_rdma_port_received_packets_total", PORT, 0, 10_000, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_ecn_marked_packets_total", PORT, 0, x * 10_000, "mlx5_0")
+
+
+def _nic_prio_ecn(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "Ethernet", "ens1f0np0"), 1, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_received_packets_total", PORT, 0, 10_000, "mlx5_0")
+    f.counter("ethtool", "infrapulse_nic_ecn_marked_packets_total", ("ens1f0np0", "3"), 0, x * 10_000)
+
+
+def _pfc_ratio(f, x):
+    f.counter("gnmi", "infrapulse_switch_pfc_pause_duration_seconds_total", SWP, 0, x * 60, "leaf03")
+    f.counter("gnmi", "infrapulse_switch_pfc_pause_frames_total", SWP, 0, 1e6, "leaf03")
+
+
+def _nic_pfc_ratio(f, x):
+    f.counter("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"), 0, x * 60)
+
+
+def _pfc_frames(f, x):
+    f.counter("gnmi", "infrapulse_switch_pfc_pause_frames_total", SWP, 0, x * 60, "leaf03")
+
+
+def _storms(f, x):
+    f.counter("ethtool", "infrapulse_nic_pause_storm_events_total", ("ens1f0np0", "warning"), 0, x)
+
+
+def _drops(f, x):
+    f.counter("gnmi", "infrapulse_switch_queue_dropped_packets_total", SWQ, 0, x * 1e6, "leaf03")
+    f.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ, 0, 1e6 - x * 1e6, "leaf03")
+
+
+def _fcs(f, x):
+    f.counter("gnmi", "infrapulse_switch_interface_fcs_errors_total", SWQ[:2], 0, x * 60, "leaf03")
+
+
+def _nic_phy(f, x):
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "crc"), 0, x * 30)
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "symbol"), 0, x * 30)
+
+
+def _flaps(f, x):
+    f.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 10, 10 + 2 * x, "leaf03")
+
+
+def _link_downed(f, x):
+    f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 3 + x, "mlx5_0")
+
+
+def _gnmi_down(f, x):
+    f.gauge("gnmi", "infrapulse_switch_up", ("leaf03",), 1 - x, "leaf03")
+
+
+def _cnp(f, x):
+    f.counter("infiniband", "infrapulse_rdma_cnp_sent_total", PORT, 0, x * 30, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_cnp_handled_total", PORT, 0, x * 30, "mlx5_0")
+
+
+def _retrans(f, x):
+    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("packet_seq_err",), 0, x * 20, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("local_ack_timeout_err",), 0, x * 40,
+              "mlx5_0")
+
+
+def _oob(f, x):
+    f.counter("infiniband", "infrapulse_rdma_out_of_buffer_total", PORT, 0, x * 60, "mlx5_0")
+
+
+def _port_state(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_state", PORT, 1 if x else 4, "mlx5_0")
+
+
+def _rdma_errors(f, x):
+    f.counter("infiniband", "infrapulse_rdma_port_receive_errors_total", PORT, 0, x * 1e6, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_received_packets_total", PORT, 0, 1e6 - x * 1e6, "mlx5_0")
+
+
+def _gpu_known(f):
+    f.gauge("nvml", "infrapulse_gpu_healthy", GPU, 1)
+
+
+def _xid(xid):
+    def build(f, x):
+        _gpu_known(f)
+        f.counter("nvml", "infrapulse_gpu_xid_errors_total", GPU + (xid,), 2, 2 + x)
+    return build
+
+
+def _ecc(f, x):
+    f.gauge("nvml", "infrapulse_gpu_ecc_errors_total", GPU + ("uncorrected", "volatile"), x)
+    f.gauge("nvml", "infrapulse_gpu_ecc_errors_total", GPU + ("corrected", "volatile"), 500)
+
+
+def _flag_gpu(family):
+    def build(f, x):
+        f.gauge("nvml", family, GPU, x)
+    return build
+
+
+def _throttle(f, x):
+    _gpu_known(f)
+    f.gauge("nvml", "infrapulse_gpu_clock_event_active", GPU + ("hw_thermal",), x)
+    f.gauge("nvml", "infrapulse_gpu_clock_event_active", GPU + ("power_cap",), 1)  # not a hardware slowdown
+
+
+def _gpu_lost(f, x):
+    f.gauge("nvml", "infrapulse_gpu_healthy", GPU, 1 - x)
+
+
+def _idle(f, x):
+    f.gauge("nvml", "infrapulse_gpu_utilization_ratio", GPU, 1 - x)
+    f.gauge("serving", "infrapulse_llm_requests_waiting", EP, 3, "llama")
+
+
+def _latency(family):
+    def build(f, x):
+        f.series("serving", family, EP, [empty_histogram(x), latency_histogram(x)], "llama")
+    return build
+
+
+def _queue(f, x):
+    f.gauge("serving", "infrapulse_llm_requests_waiting", EP, 2 * x, "llama")
+    f.gauge("serving", "infrapulse_llm_requests_running", EP, 2, "llama")
+
+
+def _kv(f, x):
+    f.gauge("serving", "infrapulse_llm_kv_cache_usage_ratio", EP, x, "llama")
+
+
+def _req_errors(f, x):
+    # 1000 finished requests plus 50 aborted ones (client cancellations are not errors):
+    # errors / all = x.
+    errors = x * 1050
+    f.counter("serving", "infrapulse_llm_requests_total", EP + ("success",), 0, 1000 - errors, "llama")
+    f.counter("serving", "infrapulse_llm_requests_total", EP + ("abort",), 0, 50, "llama")
+    f.counter("serving", "infrapulse_llm_requests_total", EP + ("error",), 0, errors, "llama")
+
+
+def _preempt(f, x):
+    f.counter("serving", "infrapulse_llm_preemptions_total", EP, 0, x * 60, "llama")
+
+
+def _endpoint_down(f, x):
+    f.gauge("serving", "infrapulse_llm_endpoint_up", EP[:2], 1 - x, "llama")
+
+
+def _uplink(base_builder):
+    def build(f, x):
+        base_builder(f, x)
+        f.gauge("gnmi", "infrapulse_switch_lldp_neighbor_info", ("leaf03", "Ethernet12", HOST + ".example.net", "mlx5_0"),
+                1, "leaf03")
+        f.gauge("infiniband", "infrapulse_rdma_port_state", PORT, 4, "mlx5_0")  # this instance is a node too
+    return build
+
+
+# signal, builder, expected target, flag signal (only good/bad), value(x) if not x itself
+CASES = [
+    ("ecn_marked_ratio", _ecn, "leaf03 Ethernet12 queue 3"),
+    ("nic_ecn_marked_ratio", _nic_ecn, "mlx5_0 port 1"),
+    ("nic_ecn_marked_ratio", _nic_prio_ecn, "ens1f0np0 priority 3"),
+    ("pfc_pause_ratio", _pfc_ratio, "leaf03 Ethernet12 priority 3 rx"),
+    ("pfc_pause_ratio", _nic_pfc_ratio, "ens1f0np0 priority 3 rx"),
+    ("pfc_pause_frames_rate", _pfc_frames, "leaf03 Ethernet12 priority 3 rx"),
+    ("pfc_storm_events", _storms, "ens1f0np0"),
+    ("queue_drop_ratio", _drops, "leaf03 Ethernet12 queue 3"),
+    ("phy_error_rate", _fcs, "leaf03 Ethernet12"),
+    ("phy_error_rate", _nic_phy, "ens1f0np0"),
+    ("link_flaps", _flaps, "leaf03 Ethernet12"),
+    ("link_flaps", _link_downed, "mlx5_0 port 1"),
+    ("gnmi_stream_down", _gnmi_down, "leaf03"),
+    ("cnp_rate", _cnp, "mlx5_0 port 1"),
+    ("retransmission_rate", _retrans, "mlx5_0 port 1"),
+    ("out_of_buffer_rate", _oob, "mlx5_0 port 1"),
+    ("port_not_active", _port_state, "mlx5_0 port 1"),
+    ("rdma_error_ratio", _rdma_errors, "mlx5_0 port 1"),
+    ("xid_critical", _xid("79"), "GPU 0"),
+    ("xid_other", _xid("61"), "GPU 0"),
+    ("ecc_uncorrectable", _ecc, "GPU 0"),
+    ("row_remap_pending", _flag_gpu("infrapulse_gpu_row_remap_pending"), "GPU 0"),
+    ("row_remap_failure", _flag_gpu("infrapulse_gpu_row_remap_failure"), "GPU 0"),
+    ("throttle_active", _throttle, "GPU 0"),
+    ("gpu_lost", _gpu_lost, "GPU 0"),
+    ("gpu_idle_while_queued", _idle, "GPU 0"),
+    ("ttft_p95", _latency("infrapulse_llm_time_to_first_token_seconds"), "endpoint llama"),
+    ("itl_p95", _latency("infrapulse_llm_inter_token_latency_seconds"), "endpoint llama"),
+    ("queue_ratio", _queue, "endpoint llama"),
+    ("kv_cache_usage", _kv, "endpoint llama"),
+    ("request_error_ratio", _req_errors, "endpoint llama"),
+    ("preemption_rate", _preempt, "endpoint llama"),
+    ("endpoint_down", _endpoint_down, "endpoint llama"),
+    ("uplink_ecn_marked_ratio", _uplink(_ecn), "leaf03 Ethernet12 queue 3"),
+    ("uplink_pfc_pause_ratio", _uplink(_pfc_ratio), "leaf03 Ethernet12 priority 3 rx"),
+    ("uplink_pfc_pause_frames_rate", _uplink(_pfc_frames), "leaf03 Ethernet12 priority 3 rx"),
+]
+
+
+def _points(name):
+    s = SIGNALS[name]
+    if s.unit == "flag":
+        return [("good", s.good, 100.0), ("bad", s.bad, 0.0)]
+    return [("good", s.good, 100.0), ("bad", s.bad, 0.0), ("midway", (s.good + s.bad) / 2, 50.0)]
+
+
+PARAMS = [pytest.param(name, build, target, x, expected, id=f"{name}-{target}-{where}")
+          for name, build, target in CASES for where, x, expected in _points(name)]
+
+
+def test_every_signal_has_a_case():
+    assert {name for name, _, _ in CASES} == set(SIGNALS)
+
+
+@pytest.mark.parametrize("name,build,target,x,expected", PARAMS)
+def test_signal_value_and_subscore(name, build, target, x, expected):
+    feed = Feed()
+    build(feed, x)
+    service = service_for(feed.store)
+    feed.publish(service)
+    result = signal(service.report, name)
+    assert result.known, f"{name}: no value measured"
+    worst = result.worst
+    assert worst.measurement.target == target
+    assert worst.measurement.value == pytest.approx(x, rel=1e-6, abs=1e-9)
+    assert result.score == pytest.approx(expected, abs=1e-6)
