@@ -332,6 +332,57 @@ def test_recording_rules_used_by_panels_exist():
     assert used <= recorded, f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
 
 
+def catalog_families() -> dict:
+    from infrapulse import catalog, docs
+
+    docs.load_everything()
+    return {f.name: f for f in catalog.all_families()}
+
+
+HISTOGRAM_SERIES = ("_bucket", "_count", "_sum")
+
+
+def _family_of(name: str, families: dict):
+    """The catalog family a series name belongs to (histograms expose _bucket/_count/_sum)."""
+    if name in families:
+        return families[name]
+    for suffix in HISTOGRAM_SERIES:
+        family = families.get(name.removesuffix(suffix))
+        if name.endswith(suffix) and family is not None and family.type == "histogram":
+            return family
+    return None
+
+
+def test_panels_read_declared_families_with_their_labels():
+    """Every infrapulse_* series a panel reads is in the catalog, matched only on labels it has."""
+    families = catalog_families()
+    problems = []
+    for query in ALL_QUERIES:
+        for selector, _ in selectors(parse(query.expr)):
+            if not (selector.name or "").startswith("infrapulse_"):
+                continue
+            family = _family_of(selector.name, families)
+            if family is None:
+                problems.append(f"{query}: unknown family {selector.name}")
+                continue
+            allowed = {*family.labels, *family.optional_labels, "job", "instance"}
+            if selector.name.endswith("_bucket"):
+                allowed.add("le")
+            for label in set(matchers(selector)) - allowed:
+                problems.append(f"{query}: {selector.name} has no label {label!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_rate_and_increase_only_over_counters():
+    """The other half of the counter rule: never rate() a gauge (per the catalog's types)."""
+    families = catalog_families()
+    for query in ALL_QUERIES:
+        for selector, parents in selectors(parse(query.expr)):
+            family = _family_of(selector.name or "", families)
+            if family is not None and _range_call(parents) in RANGE_FUNCTIONS:
+                assert family.type in ("counter", "histogram"), f"{query}: rate() over {family.type} {family.name}"
+
+
 # -- the linter re-implementation itself can fail --------------------------------------------
 
 @pytest.mark.parametrize("expr,ok", [
