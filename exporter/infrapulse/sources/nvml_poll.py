@@ -60,6 +60,9 @@ _FIELD_NAMES = {
     api_mod.FI_NVLINK_STATE: "nvlink_state", api_mod.FI_NVLINK_DATA_TX: "nvlink_data_tx",
     api_mod.FI_NVLINK_DATA_RX: "nvlink_data_rx",
 }
+# No documented limit on entries per nvmlDeviceGetFieldValues; a guard for very wide devices
+# (an 18-link H100 needs 14 + 18*3 = 68 entries: one call).
+FIELD_BATCH_MAX = 128
 KB = 1024.0  # NVML's PCIe throughput is in "KB/s"; NVML's KB is binary, as its NVLink KiB counters
 
 
@@ -289,9 +292,12 @@ class GpuPoller:
             if kbs is not None:
                 snap.add(fam.PCIE_THROUGHPUT, base + (direction,) + opt, kbs * KB)
         if gpu.fields:
-            values = call(gpu, "field_values", lambda h: api.field_values(h, gpu.fields))
-            if values is not None:
-                self._add_fields(gpu, values, snap, base, opt)
+            for start in range(0, len(gpu.fields), FIELD_BATCH_MAX):
+                chunk = gpu.fields[start:start + FIELD_BATCH_MAX]
+                # transient=True: a whole batch refused says nothing about each field; ask again next poll
+                values = call(gpu, "field_values", lambda h, c=chunk: api.field_values(h, c), transient=True)
+                if values is not None:
+                    self._add_fields(gpu, values, snap, base, opt)
         if gpu.link_state_by_call:
             for link in range(gpu.links):
                 state = call(gpu, f"nvlink_state[{link}]", lambda h, k=link: api.nvlink_state(h, k))
@@ -362,7 +368,8 @@ class GpuPoller:
 
     # -- error handling ------------------------------------------------------------------------
 
-    def _call(self, gpu: Gpu, what: str, fn, required: bool = False, quiet: bool = False):
+    def _call(self, gpu: Gpu, what: str, fn, required: bool = False, quiet: bool = False,
+              transient: bool = False):
         """Call fn(handle); absent -> None (remembered when permanent); sick -> GpuSick."""
         if what in gpu.absent:
             return None
@@ -376,7 +383,7 @@ class GpuPoller:
             if kind == ABSENT and not required:
                 if not quiet:
                     self._note_absent(gpu.uuid or gpu.label, what, exc)
-                if api_mod.is_permanent_absence(code) and not quiet:
+                if api_mod.is_permanent_absence(code) and not quiet and not transient:
                     gpu.absent.add(what)
                 return None
             if required:  # without a handle or uuid the GPU cannot be reported as itself
