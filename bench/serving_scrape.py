@@ -35,14 +35,18 @@ def vllm_exposition(target_lines: int) -> str:
         ranks += 1
 
 
-def timed(fn, repeat: int) -> float:
-    fn()  # warm-up
-    samples = []
+def timed(fns, repeat: int) -> list[float]:
+    """Median seconds per call of each function, measured round-robin so that load from other
+    processes on a shared machine hits every contender alike."""
+    for fn in fns:
+        fn()  # warm-up
+    samples: list[list[float]] = [[] for _ in fns]
     for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+        for i, fn in enumerate(fns):
+            started = time.perf_counter()
+            fn()
+            samples[i].append(time.perf_counter() - started)
+    return [statistics.median(s) for s in samples]
 
 
 def main() -> None:
@@ -72,9 +76,7 @@ def main() -> None:
         for family in text_string_to_metric_families(text):
             family.samples  # noqa: B018 - consume like a caller would
 
-    ours = timed(infrapulse_scrape, args.repeat)
-    ours_parse = timed(infrapulse_parse_only, args.repeat)
-    peer = timed(prometheus_client_parse, args.repeat)
+    ours, ours_parse, peer = timed([infrapulse_scrape, infrapulse_parse_only, prometheus_client_parse], args.repeat)
     print(f"vLLM exposition: {lines} lines, {len(text)} bytes")
     print(f"infrapulse parse + normalise + window : {ours * 1e3:8.2f} ms/scrape (steady state, label cache warm)")
     print(f"infrapulse parse only, cold cache     : {ours_parse * 1e3:8.2f} ms/scrape")
