@@ -165,6 +165,14 @@ def test_compose_prometheus_paths_resolve_inside_the_container():
         assert list(on_host.parent.glob(on_host.name)), f"{relative} -> {on_host} does not exist"
 
 
+def test_compose_alertmanager_reads_the_repo_config():
+    am = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["alertmanager"]
+    mounts = {target: source for source, target, *_ in (v.split(":") for v in am["volumes"])}
+    config_path = next(a.split("=", 1)[1] for a in am["command"] if a.startswith("--config.file="))
+    target = posixpath.dirname(config_path)
+    assert (ROOT / mounts[target] / posixpath.basename(config_path)).exists()
+
+
 def test_dockerfile_pinned_non_root_and_runs_infrapulse():
     text = (ROOT / "Dockerfile").read_text()
     for base in re.findall(r"^FROM (\S+)", text, re.M):
