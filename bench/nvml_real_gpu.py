@@ -103,8 +103,8 @@ async def run(args) -> int:
     else:
         state = watcher.state()
         print(f"registered GPUs={len(state)} events_seen={watcher.events_seen} error={watcher.error!r}")
-        for uuid, (counts, last) in sorted(state.items()):
-            print(f"  {uuid}: last_xid={last} counts={counts}")
+        for uuid, (counts, last, registered) in sorted(state.items()):
+            print(f"  {uuid}: registered={registered} last_xid={last} counts={counts}")
     up = bool(status and status.up)
     await source.close()
     return 0 if up else 1

@@ -129,7 +129,8 @@ async def test_xids_at_given_times_and_a_gpu_falling_off_the_bus(tmp_path):
     path = write_spec(tmp_path, spec)
     fake = live_fake(path, clock=clock)
     try:
-        async with running_daemon(config(path)) as daemon:
+        # rescan_every 1: the lost GPU is re-enumerated every poll and must keep its XID count
+        async with running_daemon(config(path, rescan_every=1)) as daemon:
             await until(lambda: daemon.store.snapshot("nvml", "nvml"), what="first poll")
             clock.t = 6.0
             await until(lambda: xid_count(daemon, "GPU-aaaa", 13), what="XID 13 at t=5")
@@ -142,8 +143,10 @@ async def test_xids_at_given_times_and_a_gpu_falling_off_the_bus(tmp_path):
         nvml_fake.unregister_live(path)
     assert value(values, "infrapulse_gpu_xid_errors_total", gpu="0", uuid="GPU-aaaa", xid="13") == 1
     assert value(values, "infrapulse_gpu_xid_errors_total", gpu="1", uuid="GPU-bbbb", xid="79") == 1
+    assert value(values, "infrapulse_gpu_last_xid", gpu="1", uuid="GPU-bbbb") == 79
     assert value(values, "infrapulse_gpu_healthy", gpu="1", uuid="GPU-bbbb") == 0
     assert value(values, "infrapulse_gpu_health_status_info", gpu="1", uuid="GPU-bbbb", reason="gpu_is_lost") == 1
+    assert fake.calls["event_set_create"] == 1  # the watcher was not restarted by the rescans
     assert value(values, "infrapulse_gpu_healthy", gpu="0", uuid="GPU-aaaa") == 1
     assert status.up and status.reason == "partial" and "gpu_is_lost" in status.message
 

@@ -173,6 +173,12 @@ class GpuPoller:
                 gpu.migs = self._enumerate_migs(gpu)
         except GpuSick as sick:
             gpu.sick, gpu.sick_message = sick.reason, str(sick)
+            if previous is not None and previous.handle is not None:
+                # Keep what we knew: the XID watcher's device list stays the same, and the GPU
+                # is polled in full again as soon as its old handle answers (after a reset).
+                gpu.handle, gpu.links, gpu.fields = previous.handle, previous.links, previous.fields
+                gpu.mig_enabled, gpu.migs = previous.mig_enabled, previous.migs
+                gpu.supported_reasons = previous.supported_reasons
         return gpu
 
     def _link_count(self, gpu: Gpu) -> int:
@@ -204,8 +210,8 @@ class GpuPoller:
     # -- polling -------------------------------------------------------------------------------
 
     def poll(self, xid_state: dict | None = None) -> tuple[Snapshot, list[str]]:
-        """Read every GPU once. xid_state: {uuid: (counts by xid, last xid)} from the watcher,
-        or None when XID events are off; uuids missing from it are GPUs not being watched."""
+        """Read every GPU once. xid_state: XidWatcher.state() ({uuid: (counts by xid, last xid,
+        registered)}), or None when XID events are off."""
         if not self.gpus or (self.rescan_every and self._polls % self.rescan_every == 0 and self._polls):
             self.enumerate()
         self._polls += 1
@@ -243,10 +249,10 @@ class GpuPoller:
         if gpu.mig_enabled is not None:
             snap.add(fam.MIG_ENABLED, base + opt, 1.0 if gpu.mig_enabled else 0.0)
         if xid_state is not None:
-            watched = xid_state.get(gpu.uuid)
-            snap.add(fam.XID_WATCH, base + opt, 0.0 if watched is None else 1.0)
-            if watched is not None:
-                counts, last = watched
+            known = xid_state.get(gpu.uuid)
+            snap.add(fam.XID_WATCH, base + opt, 1.0 if known is not None and known[2] else 0.0)
+            if known is not None:
+                counts, last, _registered = known
                 snap.add(fam.LAST_XID, base + opt, float(last))
                 for xid, count in counts.items():
                     snap.add(fam.XID, base + (str(xid),) + opt, float(count))

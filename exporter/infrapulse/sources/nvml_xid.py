@@ -65,10 +65,12 @@ class XidWatcher:
         with self._lock:
             self._watched = set()
 
-    def state(self) -> dict[str, tuple[dict[int, int], int]]:
-        """{uuid: (count per xid, last xid or 0)} for every GPU registered for XID events."""
+    def state(self) -> dict[str, tuple[dict[int, int], int, bool]]:
+        """{uuid: (count per xid, last xid or 0, registered now)} for every GPU registered for
+        XID events or with XIDs counted (a GPU lost since keeps its counts)."""
         with self._lock:
-            return {uuid: (dict(self._counts.get(uuid, {})), self._last.get(uuid, 0)) for uuid in self._watched}
+            return {uuid: (dict(self._counts.get(uuid, {})), self._last.get(uuid, 0), uuid in self._watched)
+                    for uuid in self._watched | set(self._counts)}
 
     # -- the watcher thread -------------------------------------------------------------------
 
