@@ -120,6 +120,7 @@ h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.4em 0 .5em}
 .component{display:flex;gap:.8em;align-items:center;margin:.3em 0}
 .cname{width:6.5em}.cscore{width:2.5em;text-align:right;font-weight:bold}.ccov,.capped{color:#757575;font-size:.85em}
 .capped{color:#c62828}
+#capped{max-width:230px;font-size:.9em;color:#c62828;margin:.3em 0}
 .detractor{margin:.4em 0}.hint{color:#616161;font-size:.9em}
 table{border-collapse:collapse;font-size:.9em}td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #eeeeee}
 tr.down td.state{color:#c62828;font-weight:bold}tr.up td.state{color:#2e7d32}

@@ -502,8 +502,7 @@ def measure_throttle(ctx: Context) -> list[Measurement]:
 
 
 def measure_gpu_lost(ctx: Context) -> list[Measurement]:
-    return [Measurement(_gpu(k), 0.0 if v >= 1 else 1.0, "" if v >= 1 else "GPU lost or needs a reset",
-                        labels={"gpu": k[0]})
+    return [Measurement(_gpu(k), 0.0 if v >= 1 else 1.0, labels={"gpu": k[0]})
             for k, v in gauges_by(ctx, "infrapulse_gpu_healthy", GPU, min).items()]
 
 
@@ -786,7 +785,7 @@ _SIGNALS = [
            ("nvml", "dcgm")),
     Signal("gpu_lost", "gpu", "GPU lost",
            "1 when gpu_healthy == 0 (GPU fallen off the bus or needing a reset)",
-           FLAG, "instant", 0.0, 1.0, 4.0, "GPU is lost",
+           FLAG, "instant", 0.0, 1.0, 4.0, "GPU is lost or needs a reset",
            "drain the node; reset the GPU or reboot, and check the PCIe slot and power if it repeats",
            measure_gpu_lost, _families("infrapulse_gpu_healthy"), ("nvml", "dcgm"), critical=True),
     Signal("gpu_idle_while_queued", "gpu", "GPU idle while requests wait",
