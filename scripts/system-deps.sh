@@ -2,7 +2,7 @@
 # Make sure the Debian packages the test suite drives for real are present:
 # prometheus (+promtool), prometheus-alertmanager (+amtool), prometheus-node-exporter (a peer
 # in tests and benchmarks), chromium (status-page screenshot test) and docker-compose
-# (validates compose.yaml; no Docker engine is needed).
+# (validates compose.yaml; no Docker engine is needed) and systemd (systemd-analyze verify).
 # As root with apt, missing ones are installed; otherwise this says exactly what is missing.
 set -euo pipefail
 
@@ -14,6 +14,7 @@ declare -A need=(
   [/usr/bin/prometheus-node-exporter]=prometheus-node-exporter
   [/usr/bin/chromium]=chromium
   [/usr/bin/docker-compose]=docker-compose
+  [/usr/bin/systemd-analyze]=systemd
 )
 missing=()
 for bin in "${!need[@]}"; do
