@@ -87,3 +87,98 @@ async def test_web_config_is_reread_and_bad_edits_are_refused(tmp_path, caplog):
             assert not security.reload_if_changed()
         assert "expected a bcrypt hash" in caplog.records[-1].error
         assert await _http_get(port, "/metrics", ("bob", "two")) == 200
+
+
+def _tls_security(tmp_path, client_auth: str = "NoClientCert", users: str = "") -> tuple[WebSecurity, object]:
+    from infrapulse.simulate.certs import make_test_pki
+
+    pki = make_test_pki(tmp_path / "pki")
+    path = tmp_path / "web-tls.yaml"
+    path.write_text(
+        "tls_server_config:\n"
+        f"  cert_file: {pki.server_cert}\n  key_file: {pki.server_key}\n"
+        f"  client_auth_type: {client_auth}\n  client_ca_file: {pki.ca_file}\n" + users)
+    return WebSecurity(path), pki
+
+
+async def _https_get(port: int, pki, client_cert: bool = False, auth: tuple[str, str] | None = None) -> int:
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    if client_cert:
+        ctx.load_cert_chain(pki.client_cert, pki.client_key)
+    headers = {}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"https://localhost:{port}/metrics", ssl=ctx, headers=headers) as resp:
+            body = await resp.read()
+            assert resp.status != 200 or b"infrapulse_build_info" in body
+            return resp.status
+
+
+async def test_tls_with_basic_auth_and_plain_http_refused(tmp_path):
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
+    security, pki = _tls_security(tmp_path, users=f"basic_auth_users:\n  prom: {hashed}\n")
+    async with running_daemon("interval: 1s\n", web_security=security) as d:
+        assert await _https_get(d.bound_port, pki, auth=("prom", "pw")) == 200
+        assert await _https_get(d.bound_port, pki, auth=("prom", "nope")) == 401
+        assert await _https_get(d.bound_port, pki) == 401
+        # Plain HTTP to the TLS port gets no HTTP answer.
+        try:
+            status = await _http_get(d.bound_port)
+        except aiohttp.ClientError:
+            status = None
+        assert status is None
+        # A client that does not trust the server's CA refuses the connection.
+        try:
+            async with aiohttp.ClientSession() as session:
+                await session.get(f"https://localhost:{d.bound_port}/healthz")
+            verified = True
+        except aiohttp.ClientConnectorCertificateError:
+            verified = False
+        assert verified is False
+
+
+async def test_client_certificates_enforced(tmp_path):
+    security, pki = _tls_security(tmp_path, client_auth="RequireAndVerifyClientCert")
+    async with running_daemon("interval: 1s\n", web_security=security) as d:
+        assert await _https_get(d.bound_port, pki, client_cert=True) == 200
+        try:
+            status = await _https_get(d.bound_port, pki, client_cert=False)
+        except (aiohttp.ClientError, ConnectionError):
+            status = None
+        assert status is None
+
+
+def test_web_config_errors(tmp_path):
+    import pytest
+
+    from infrapulse.webconfig import WebConfigError
+
+    cases = {
+        "tls_server_config:\n  cert_file: a.crt\n": "key_file: required key is missing",
+        "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: Maybe\n": "must be one of",
+        "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequireAndVerifyClientCert\n":
+            "client_ca_file: required",
+        "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n": "cannot load certificates",
+        "basic_auth_users:\n  u: plaintext\n": "expected a bcrypt hash",
+        "bogus: 1\n": "bogus: unknown key",
+    }
+    for text, reason in cases.items():
+        path = tmp_path / "web.yaml"
+        path.write_text(text)
+        with pytest.raises(WebConfigError, match=reason):
+            WebSecurity(path)
+
+
+def test_cli_reports_bad_web_config(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "web.yaml"
+    path.write_text("basic_auth_users:\n  u: plaintext\n")
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "run", "--web.config.file", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert str(path) in proc.stderr and "bcrypt" in proc.stderr
