@@ -311,3 +311,28 @@ def test_error_classification_matches_the_reference_taxonomy():
     assert nvml_api.classify(ValueError("x")) == nvml_api.ERROR
     assert not nvml_api.is_permanent_absence(nvml_api.NOT_FOUND)
     assert nvml_api.is_permanent_absence(nvml_api.NOT_SUPPORTED)
+
+
+def test_real_adapter_falls_back_to_the_deprecated_call_on_old_drivers():
+    class OldDriver:
+        NVMLError = pynvml.NVMLError
+        calls = []
+
+        def nvmlDeviceGetTemperatureV(self, h, sensor):
+            self.calls.append("TemperatureV")
+            raise pynvml.NVMLError_FunctionNotFound()
+
+        def nvmlDeviceGetTemperature(self, h, sensor):
+            self.calls.append("Temperature")
+            return 61
+
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+            raise pynvml.NVMLError_GpuIsLost()  # other errors are not a reason to fall back
+
+    real = RealNvml()
+    real._nvml = lib = OldDriver()
+    assert real.temperature(object(), 0) == 61
+    assert real.temperature(object(), 0) == 61
+    assert lib.calls == ["TemperatureV", "Temperature", "Temperature"]  # the missing symbol is not retried
+    with pytest.raises(pynvml.NVMLError_GpuIsLost):
+        real.clocks_event_reasons(object())

@@ -183,6 +183,7 @@ class RealNvml:
 
     def __init__(self) -> None:
         self._nvml: Any = None
+        self._fallbacks: dict[str, str] = {}  # newer call -> deprecated one this driver needs
 
     def init(self) -> None:
         try:
@@ -236,7 +237,8 @@ class RealNvml:
         return self._nvml.nvmlDeviceGetGpuInstanceId(h)
 
     def supported_clocks_event_reasons(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetSupportedClocksEventReasons(h)
+        return self._newer_or_older("nvmlDeviceGetSupportedClocksEventReasons",
+                                    "nvmlDeviceGetSupportedClocksThrottleReasons", h)
 
     def utilization(self, h: Any) -> tuple[int, int]:
         rates = self._nvml.nvmlDeviceGetUtilizationRates(h)
@@ -260,13 +262,26 @@ class RealNvml:
         return self._nvml.nvmlDeviceGetEnforcedPowerLimit(h)
 
     def temperature(self, h: Any, sensor: int) -> int:
-        return self._nvml.nvmlDeviceGetTemperatureV(h, sensor)
+        return self._newer_or_older("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature", h, sensor)
 
     def clock(self, h: Any, clock_type: int) -> int:
         return self._nvml.nvmlDeviceGetClockInfo(h, clock_type)
 
     def clocks_event_reasons(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetCurrentClocksEventReasons(h)
+        return self._newer_or_older("nvmlDeviceGetCurrentClocksEventReasons",
+                                    "nvmlDeviceGetCurrentClocksThrottleReasons", h)
+
+    def _newer_or_older(self, newer: str, older: str, *args):
+        """The current call; on a driver that lacks it (FunctionNotFound, before r535) its
+        deprecated predecessor, remembered so the failing lookup is not repeated."""
+        name = self._fallbacks.get(newer, newer)
+        try:
+            return getattr(self._nvml, name)(*args)
+        except self._nvml.NVMLError as exc:
+            if name != newer or error_code(exc) != FUNCTION_NOT_FOUND:
+                raise
+        self._fallbacks[newer] = older
+        return getattr(self._nvml, older)(*args)
 
     def performance_state(self, h: Any) -> int:
         return self._nvml.nvmlDeviceGetPerformanceState(h)
