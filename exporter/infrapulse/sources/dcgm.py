@@ -17,6 +17,7 @@ retry).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -209,8 +210,10 @@ class DcgmSource(PollingSource):
                             ca_file=self.config["ca_file"], bearer_token_file=self.config["bearer_token_file"])
 
     async def collect(self) -> list[TargetResult]:
+        # Retries (transient resets) only while they still fit in this poll's time budget.
+        deadline = asyncio.get_running_loop().time() + self.interval * self.timeout_fraction * 0.95
         try:
-            result = await self.scraper.scrape(self._target())
+            result = await self.scraper.scrape(self._target(), deadline)
         except ScrapeError as exc:
             return [TargetResult(TARGET, reason=exc.reason, message=exc.message)]
         snap = self.mapper.map(result.families)
