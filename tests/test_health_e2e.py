@@ -1,5 +1,5 @@
-"""End to end with the simulators: the demo's node (sysfs + NIC stats), GPU and serving-engine
-simulators feed a real daemon; scenarios are switched on the shared board and the score is read
+"""End to end with the simulators: the demo's node (sysfs + NIC stats), gNMI switch, GPU and
+serving-engine simulators feed a real daemon; scenarios are switched on the shared board and the score is read
 back over HTTP from /api/v1/health.
 
 * pfc-storm drops the network component below 50 and names the NIC port;
@@ -22,7 +22,7 @@ import yaml
 
 from infrapulse import config as config_mod
 from infrapulse.daemon import Daemon
-from infrapulse.simulate import demo, node, nvml_fake, serving_engines
+from infrapulse.simulate import demo, gnmi_target, node, nvml_fake, serving_engines
 from infrapulse.simulate.scenarios import ScenarioBoard
 
 WINDOW = 6.0
@@ -37,7 +37,7 @@ async def demo_daemon():
     parts = []
     daemon = None
     try:
-        for module in (node, nvml_fake, serving_engines):
+        for module in (node, gnmi_target, nvml_fake, serving_engines):
             parts.append(await module.demo_part(ctx))
         sources: dict = {}
         for part in parts:

@@ -14,6 +14,8 @@ import pytest
 import yaml
 
 from infrapulse.health import promql
+from infrapulse.health.scoring import curve
+from infrapulse.health.signals import SIGNALS
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
@@ -92,8 +94,9 @@ def _expected() -> list[dict]:
     n1 = {**NODE1, "hostname": "gpu-node-01"}
     n2 = {**NODE2, "hostname": "gpu-node-02"}
     ecn1, ecn2 = 0.079, 0.002
-    ecn_score = lambda x: max(0.0, min(100.0, 100 * (0.05 - x) / 0.049))  # noqa: E731
-    pfc_score = lambda x: max(0.0, min(100.0, 100 * (0.1 - x) / 0.095))  # noqa: E731
+    ecn, pfc = SIGNALS["ecn_marked_ratio"], SIGNALS["pfc_pause_ratio"]
+    ecn_score = lambda x: curve(x, ecn.good, ecn.bad)  # noqa: E731
+    pfc_score = lambda x: curve(x, pfc.good, pfc.bad)  # noqa: E731
     mean_node = (90 * 1 + 30 * 0.5 + 100 * 1) / 2.5  # 82
     return _rounded([
         {"eval_time": "5m", "expr": "instance:infrapulse_health_uplink_ecn_marked_ratio:max",

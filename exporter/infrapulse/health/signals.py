@@ -644,14 +644,14 @@ _SIGNALS = [
     Signal("pfc_pause_ratio", "network", "PFC pause time ratio",
            "increase(pfc_pause_duration_seconds) / window, per port, priority and direction "
            "(switch and NIC)",
-           RATIO, "window", 0.005, 0.1, 3.0, "paused by PFC {value} of the time",
+           RATIO, "window", 0.005, 0.2, 3.0, "paused by PFC {value} of the time",
            "a lossless priority is being paused: find the congested receiver (PFC storm or a slow "
            "host), check the PFC watchdog and buffer headroom",
            measure_pfc_ratio,
            _families("infrapulse_switch_pfc_pause_duration_seconds_total",
                      "infrapulse_nic_pfc_pause_duration_seconds_total"), ("gnmi", "ethtool"),
            counters=("infrapulse_switch_pfc_pause_duration_seconds_total",
-                     "infrapulse_nic_pfc_pause_duration_seconds_total")),
+                     "infrapulse_nic_pfc_pause_duration_seconds_total"), critical=True),
     Signal("pfc_pause_frames_rate", "network", "PFC pause frames per second",
            "rate(pfc_pause_frames) per port, priority and direction, where no pause duration is reported",
            PER_SECOND, "window", 50.0, 1000.0, 2.0, "{value} PFC pause frames",
@@ -853,7 +853,7 @@ _SIGNALS = [
            ("gnmi", NODE_SOURCES), thresholds_from="ecn_marked_ratio", requires_all_sources=True),
     Signal("uplink_pfc_pause_ratio", "topology", "PFC pause time on this host's switch ports",
            "pfc_pause_ratio of the switch ports whose LLDP neighbour is this host",
-           RATIO, "window", 0.005, 0.1, 1.0, "paused by PFC {value} of the time",
+           RATIO, "window", 0.005, 0.2, 1.0, "paused by PFC {value} of the time",
            "the switch port serving this host is paused: this node (or its peer) cannot drain; check "
            "for a PFC storm from the NIC",
            _uplink("pfc_pause_ratio"),
