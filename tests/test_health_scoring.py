@@ -177,6 +177,15 @@ def test_critical_detractors_rank_first_and_carry_notes():
     assert report.score == pytest.approx((0.3 * 25.0 + 0.25 * 0.0) / 0.55)
 
 
+def test_lost_gpu_sentence_carries_the_reason():
+    feed = Feed()
+    feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 0)
+    feed.gauge("nvml", "infrapulse_gpu_health_status_info", GPU_LABELS + ("gpu_is_lost",), 1)
+    service = service_for(feed.store)
+    feed.publish(service)
+    assert service.report.detractors[0].sentence == "GPU 0: GPU is lost or needs a reset (gpu_is_lost)"
+
+
 def test_slo_and_threshold_overrides():
     cfg = health_config("  slo: {ttft_p95_seconds: 2.0}\n  thresholds:\n    ecn_marked_ratio: {bad: 0.1}\n")
     settings = scoring.resolve_settings(cfg)

@@ -57,6 +57,7 @@ EXPECTED_LABELS: dict[str, tuple[str, ...]] = {
     # GPU (nvml, dcgm)
     "infrapulse_gpu_info": ("gpu", "uuid", "name", "pci_bus_id", "driver_version", "cuda_version"),
     "infrapulse_gpu_healthy": ("gpu", "uuid"),
+    "infrapulse_gpu_health_status_info": ("gpu", "uuid", "reason"),
     "infrapulse_gpu_utilization_ratio": ("gpu", "uuid"),
     "infrapulse_gpu_clock_event_active": ("gpu", "uuid", "reason"),
     "infrapulse_gpu_ecc_errors_total": ("gpu", "uuid", "type", "scope"),
@@ -502,7 +503,12 @@ def measure_throttle(ctx: Context) -> list[Measurement]:
 
 
 def measure_gpu_lost(ctx: Context) -> list[Measurement]:
-    return [Measurement(_gpu(k), 0.0 if v >= 1 else 1.0, labels={"gpu": k[0]})
+    # The nvml source says why in infrapulse_gpu_health_status_info{reason}.
+    reasons = {s.labels.get("gpu", ""): s.labels.get("reason", "")
+               for s in ctx.readings.series("infrapulse_gpu_health_status_info")
+               if s.labels.get("reason", "ok") != "ok"}
+    return [Measurement(_gpu(k), 0.0 if v >= 1 else 1.0, "" if v >= 1 else reasons.get(k[0], ""),
+                        labels={"gpu": k[0]})
             for k, v in gauges_by(ctx, "infrapulse_gpu_healthy", GPU, min).items()]
 
 
