@@ -35,9 +35,10 @@ from ..sources.gnmi_paths import parse_path, strip_module
 from .scenarios import ScenarioBoard
 
 SCENARIOS = {
-    "pfc-storm": "switch side: PFC pause frames from one node-facing port climb on priority 3, queue 3 fills",
-    "ecn-spike": "switch side: ECN marking on queue 3 of one node-facing port ramps up",
-    "link-flap": "switch side: one node-facing port flaps (oper-status up/down, carrier transitions)",
+    "pfc-storm": "switch side: leaf01's port to the first node receives a climbing PFC pause storm on "
+                 "priority 3; its queue 3 fills",
+    "ecn-spike": "switch side: ECN marking on queue 3 of leaf01's port to the second node ramps up over 60s",
+    "link-flap": "switch side: leaf01's port to the third node flaps every 5s (oper-status, carrier transitions)",
 }
 
 PRIORITIES = 8
@@ -652,7 +653,8 @@ class SimFabric:
             nic = nics[rail % len(nics)]
             neighbors = {k: (node, nic) for k, node in enumerate(nodes) if k < ports}
             sw = SimSwitch(f"leaf{rail + 1:02d}", profile, ports=ports, neighbors=neighbors, seed=rail)
-            sw.scenarios = scenarios
+            # anomalies hit rail 1 only: leaf01's ports to the first three nodes (storm, ECN, flap)
+            sw.scenarios = scenarios if rail == 0 else None
             switches.append(sw)
         return cls(switches, **target_options)
 

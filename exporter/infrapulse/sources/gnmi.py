@@ -308,6 +308,9 @@ def open_channel(conn: dict) -> grpc.aio.Channel:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+        # Fixed 64 KiB flow-control windows instead of BDP-probed ones: with hundreds of streams
+        # the probed windows (megabytes each) dominate memory, and telemetry needs no more.
+        ("grpc.http2.bdp_probe", 0),
         # reconnects are ours (with backoff); a fresh channel per session keeps state simple
         ("grpc.enable_retries", 0),
     ]

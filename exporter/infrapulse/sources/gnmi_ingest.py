@@ -21,6 +21,7 @@ Series lifetime follows gNMI semantics:
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -43,6 +44,21 @@ _STATUS_NAMES = frozenset(f.name for f in STATUS_FAMILIES)
 # Unmapped leaf paths are cached as None so they cost one lookup; past this many, stop caching
 # them (a device streaming ever-new paths must not grow memory without bound).
 MAX_UNMAPPED_CACHED = 200_000
+# Update paths relative to their prefix repeat across ports and switches ("state/counters/
+# in-octets"): one decoded, shared copy per distinct serialized path, process-wide. Bounded.
+_REL_PATHS: dict[tuple[bytes, bool], tuple[bytes, ElemPath]] = {}
+MAX_SHARED_PATHS = 100_000
+
+
+def _relative_path(pk: bytes, path: Any, strip: bool) -> tuple[bytes, ElemPath]:
+    """(canonical key bytes, decoded path) of an update path, shared by every binding using it."""
+    found = _REL_PATHS.get((pk, strip))
+    if found is None:
+        found = (pk, tuple((sys.intern(n), tuple((sys.intern(k), sys.intern(v)) for k, v in keys))
+                           for n, keys in from_proto(path, strip)))
+        if len(_REL_PATHS) < MAX_SHARED_PATHS:
+            _REL_PATHS[(pk, strip)] = found
+    return found
 
 
 class _Entity:
@@ -74,12 +90,15 @@ class _Entity:
 class Binding:
     """Where one leaf path's value goes."""
 
-    __slots__ = ("path", "rule", "series", "labels", "scale", "numeric", "sample", "seen", "entity",
-                 "home", "key")
+    # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
+    # by every binding of one notification prefix plus a process-wide shared relative path.
+    __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "numeric", "sample", "seen",
+                 "entity", "home", "key")
 
-    def __init__(self, path: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...], sample: bool,
-                 home: dict, key: Any, entity: _Entity | None = None) -> None:
-        self.path = path
+    def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...],
+                 sample: bool, home: dict, key: Any, entity: _Entity | None = None) -> None:
+        self.prefix = prefix
+        self.rel = rel
         self.rule = rule
         self.series = series
         self.labels = labels
@@ -90,6 +109,10 @@ class Binding:
         self.entity = entity
         self.home = home  # the cache dict holding this binding, and its key there
         self.key = key
+
+    @property
+    def path(self) -> ElemPath:
+        return self.prefix + self.rel
 
 
 class _Prefix:
@@ -121,6 +144,7 @@ class SwitchState:
         self._prefixes: dict[bytes, _Prefix] = {}
         self._json_bindings: dict[ElemPath, Binding | None] = {}
         self._entities: dict[tuple, _Entity] = {}
+        self._label_tuples: dict[tuple, tuple] = {}
         self._unmapped = 0
         # (pattern, is SAMPLE) of every subscription, to tell SAMPLE leaves from ON_CHANGE ones.
         self._subs = [(PathPattern(sub.path, self.strip), sub.mode == "sample")
@@ -194,7 +218,8 @@ class SwitchState:
             pk = u.path.SerializeToString()
             b = cache.get(pk, _MISSING)
             if b is _MISSING:
-                b = self._bind(pctx.elems + from_proto(u.path, self.strip), cache, pk)
+                pk, rel = _relative_path(pk, u.path, self.strip)
+                b = self._bind(pctx.elems, rel, cache, pk)
             if b is None:
                 continue
             b.seen = tick
@@ -226,7 +251,7 @@ class SwitchState:
                                         self.profile.list_keys, self.strip):
             b = cache.get(leaf, _MISSING)
             if b is _MISSING:
-                b = self._bind(leaf, cache, leaf)
+                b = self._bind((), leaf, cache, leaf)
             if b is None:
                 continue
             b.seen = tick
@@ -259,7 +284,8 @@ class SwitchState:
             return
         b.series[b.labels] = to_number(value) * b.scale
 
-    def _bind(self, path: ElemPath, home: dict, key: Any) -> Binding | None:
+    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any) -> Binding | None:
+        path = prefix + rel
         found = self.profile.resolve(path)
         if found is None:
             if self._unmapped < MAX_UNMAPPED_CACHED:
@@ -271,18 +297,19 @@ class SwitchState:
         series = self.snapshot.series.get(family.name)
         if series is None:
             series = self.snapshot.series[family.name] = {}
-        sample = self._is_sample(path)
-        fixed = {"switch": self.name, **rule.const, **captured}
+        sample = rule.sample if rule.sample is not None else self._is_sample(path)
+        fixed = {"switch": self.name, **rule.const, **{k: sys.intern(v) for k, v in captured.items()}}
         if rule.info_label:
             entity_path = path[:rule.entity_len]
             ekey = (family.name, entity_path)
             entity = self._entities.get(ekey)
             if entity is None:
                 entity = self._entities[ekey] = _Entity(series, fixed, family.labels)
-            binding = Binding(path, rule, series, (), sample, home, key, entity)
+            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity)
         else:
             labels = tuple(fixed[name] for name in family.labels)
-            binding = Binding(path, rule, series, labels, sample, home, key)
+            labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
+            binding = Binding(prefix, rel, rule, series, labels, sample, home, key)
         home[key] = binding
         return binding
 

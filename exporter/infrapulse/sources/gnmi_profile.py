@@ -23,6 +23,7 @@ from ..schema import parse_duration
 from .gnmi_families import BY_NAME
 from .gnmi_paths import ElemPath, PathPattern, PathSyntaxError, expand_ranges
 
+_MISSING = object()
 BUILTIN_DIR = Path(__file__).resolve().parent / "gnmi_profiles"
 ENCODINGS = ("proto", "json_ietf", "json")
 MODES = ("sample", "on_change", "target_defined")
@@ -73,6 +74,7 @@ class Rule:
     info_label: str = ""  # set on the parts of an _info rule: the label this leaf's value fills
     entity_len: int = 0  # _info rules: path length of the entity (the container)
     info_labels: tuple[str, ...] = ()  # _info rules: every value label of the entity
+    sample: bool | None = None  # SAMPLE or ON_CHANGE when every subscription covering it agrees
 
 
 @dataclass
@@ -89,7 +91,12 @@ class Profile:
     _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        subs = [(PathPattern(s.path, self.strip_modules), s.mode == "sample")
+                for st in self.streams for s in st.subscriptions]
+        self._resolved: dict[ElemPath, tuple[Rule, dict[str, str]] | None] = {}
         for rule in self.rules:
+            modes = {sample for pattern, sample in subs if pattern.may_contain(rule.pattern)}
+            rule.sample = modes.pop() if len(modes) == 1 else None
             if rule.pattern.literal_names is not None:
                 self._by_names.setdefault(rule.pattern.literal_names, []).append(rule)
             else:
@@ -100,7 +107,16 @@ class Profile:
                 self.list_keys[name] = tuple(sorted(set(self.list_keys.get(name, ())) | set(keys)))
 
     def resolve(self, elems: ElemPath) -> tuple[Rule, dict[str, str]] | None:
-        """The first rule matching a concrete leaf path, with its captured labels."""
+        """The first rule matching a concrete leaf path, with its captured labels (cached: switches
+        of one profile usually share port names, so one resolution serves the whole fabric)."""
+        found = self._resolved.get(elems, _MISSING)
+        if found is _MISSING:
+            found = self._match(elems)
+            if len(self._resolved) < 200_000:
+                self._resolved[elems] = found
+        return found
+
+    def _match(self, elems: ElemPath) -> tuple[Rule, dict[str, str]] | None:
         for rule in self._by_names.get(tuple(name for name, _ in elems), ()):
             captured = rule.pattern.match(elems)
             if captured is not None:
