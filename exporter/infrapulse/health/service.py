@@ -56,7 +56,7 @@ class HealthService:
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
     def on_reload(self, full_config: dict) -> None:
-        self.interval = full_config["interval"]
+        self.interval = full_config["health"]["interval"] or full_config["interval"]
         if full_config["health"] != self.config:
             self.configure(full_config["health"])
 
@@ -167,7 +167,7 @@ def attach(daemon) -> HealthService | None:
     cfg = daemon.config["health"]
     if not cfg["enabled"]:
         return None
-    service = HealthService(daemon.store, cfg, daemon.state.hostname, daemon.config["interval"])
+    service = HealthService(daemon.store, cfg, daemon.state.hostname, cfg["interval"] or daemon.config["interval"])
     daemon.health = service
     daemon.services.append(asyncio.create_task(service.run(), name="health"))
     daemon.app_extensions.append(service.routes)

@@ -164,6 +164,8 @@ def _sum(a: Rate | None, b: Rate) -> Rate:
 def rates_by(ctx: Context, family: str, keys: tuple[str, ...], kind: str = "window",
              where: Callable[[dict[str, str]], bool] | None = None) -> dict[tuple[str, ...], Rate]:
     """Windowed increases of a counter family, summed per `keys` (e.g. over `reason`)."""
+    if where is None:
+        return ctx.readings.rates(family, keys, kind)
     out: dict[tuple[str, ...], Rate] = {}
     for series in ctx.readings.series(family):
         if where is not None and not where(series.labels):
@@ -188,6 +190,13 @@ def gauges_by(ctx: Context, family: str, keys: tuple[str, ...],
 
 
 def present_keys(ctx: Context, family: str, keys: tuple[str, ...]) -> set[tuple[str, ...]]:
+    store = ctx.readings.store
+    if store is None:
+        return set()
+    names = ctx.readings.label_names(family)
+    if tuple(names[:len(keys)]) == keys:  # the common case: keys are the leading labels
+        n = len(keys)
+        return {values[:n] for _, _, values, _ in store.iter_family(family)}
     return {tuple(s.labels.get(k, "") for k in keys) for s in ctx.readings.series(family)}
 
 
