@@ -1,9 +1,9 @@
 """End to end: simulated fabric -> infrapulse daemon -> Prometheus (the repo's rules) ->
 Alertmanager (the repo's routing) -> webhook receivers.
 
-`infrapulse demo` runs the simulators and the daemon; a real Prometheus (Debian) scrapes it every
-second and evaluates alerts/*.rules.yaml with time compressed 60x (range windows, offsets and `for`
-divided by 60, windows at least 10 s — generated from the real files at test time); a real
+`infrapulse demo` runs the simulators and the daemon; a real Prometheus (Debian) scrapes it every two
+seconds and evaluates alerts/*.rules.yaml with time compressed 60x (range windows, offsets and `for`
+divided by 60, windows at least 20 s — generated from the real files at test time); a real
 Alertmanager runs alerts/alertmanager.yml with second-scale group timing and its webhooks pointed
 at a receiver in this test. Five scenarios are switched on together over the demo's HTTP API; each
 must reach the right team's receiver with the right labels, then resolve after it is switched off.
@@ -128,9 +128,9 @@ def stack(tmp_path_factory):
         demo.wait_ready()
         rules_dir = workdir / "rules"
         rules_dir.mkdir()
-        rules = compressed_rules(rules_dir, factor=60, window_floor=10, for_floor=1)
+        rules = compressed_rules(rules_dir, factor=60, window_floor=20, for_floor=1)
         prom = PrometheusServer(
-            workdir, {"infrapulse": [f"127.0.0.1:{demo.port}"]}, scrape_interval="1s",
+            workdir, {"infrapulse": [f"127.0.0.1:{demo.port}"]}, scrape_interval="2s",
             rule_files=[str(p) for p in rules], evaluation_interval="1s", alertmanager=f"127.0.0.1:{am.port}",
             extra_args=["--rules.alert.resend-delay=1s"])
         started.append(prom)
@@ -164,7 +164,7 @@ def test_scenarios_page_the_right_team_and_resolve(stack):
     prom.wait_for('up{job="infrapulse"} == 1', timeout=30)
     prom.wait_for('infrapulse_switch_up{switch="leaf01"} == 1', timeout=60)
     prom.wait_for("infrapulse_llm_time_to_first_token_seconds_count", timeout=60)
-    time.sleep(12)  # a full compressed rate window of normal traffic
+    time.sleep(20)  # a full compressed rate window of normal traffic
     for e in EXPECTATIONS:
         assert not _firing_in_prometheus(prom, e.alertname), f"{e.alertname} fires before {e.scenario}"
 
