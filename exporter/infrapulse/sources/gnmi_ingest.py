@@ -15,7 +15,9 @@ Series lifetime follows gNMI semantics:
     not refreshed since the stream started is dropped (a port that vanished while we were
     disconnected leaves no stale series);
   - `delete` paths drop every series at or below them;
-  - SAMPLE series not refreshed for two sweep periods (about three sample intervals) expire;
+  - SAMPLE series not refreshed for two sweep periods (about three sample intervals) expire
+    (PROTO leaves count as refreshed when a notification for their prefix arrives, which also
+    keeps suppress_redundant leaves alive);
     ON_CHANGE series (oper-status, LLDP) are kept: silence is their normal state.
 """
 
@@ -93,10 +95,11 @@ class Binding:
     # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
     # by every binding of one notification prefix plus a process-wide shared relative path.
     __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "numeric", "sample", "seen",
-                 "entity", "home", "key")
+                 "entity", "home", "key", "owner")
 
     def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...],
-                 sample: bool, home: dict, key: Any, entity: _Entity | None = None) -> None:
+                 sample: bool, home: dict, key: Any, entity: _Entity | None = None,
+                 owner: _Prefix | None = None) -> None:
         self.prefix = prefix
         self.rel = rel
         self.rule = rule
@@ -109,6 +112,13 @@ class Binding:
         self.entity = entity
         self.home = home  # the cache dict holding this binding, and its key there
         self.key = key
+        # PROTO leaves are refreshed per notification prefix (one store per notification instead
+        # of one per leaf); JSON leaves carry their own tick.
+        self.owner = owner
+
+    @property
+    def last_seen(self) -> int:
+        return self.owner.seen if self.owner is not None else self.seen
 
     @property
     def path(self) -> ElemPath:
@@ -116,11 +126,12 @@ class Binding:
 
 
 class _Prefix:
-    __slots__ = ("elems", "bindings")
+    __slots__ = ("elems", "bindings", "seen")
 
     def __init__(self, elems: ElemPath) -> None:
         self.elems = elems
         self.bindings: dict[bytes, Binding | None] = {}
+        self.seen = 0
 
 
 class SwitchState:
@@ -182,13 +193,13 @@ class SwitchState:
 
     def on_sync(self) -> None:
         start = self._session_tick
-        self._drop(lambda b: b.seen < start)
+        self._drop(lambda b: b.last_seen < start)
 
     def sweep(self) -> None:
         """Called every sweep period: expire SAMPLE series not refreshed for two periods."""
         self.tick += 1
         limit = self.tick - 2
-        self._drop(lambda b: b.sample and b.seen < limit)
+        self._drop(lambda b: b.sample and b.last_seen < limit)
 
     def clear_data(self) -> None:
         """The switch has been unreachable past the staleness window: drop every data series."""
@@ -205,29 +216,29 @@ class SwitchState:
         pctx = self._prefixes.get(pkey)
         if pctx is None:
             pctx = self._prefixes[pkey] = _Prefix(from_proto(n.prefix, self.strip))
-        cache = pctx.bindings
-        tick = self.tick
+        pctx.seen = self.tick
+        get = pctx.bindings.get
         bad = 0
         updates = n.update
         for u in updates:
             val = u.val
             which = val.WhichOneof("value")
-            if which in JSON_FIELDS:
-                bad += self._apply_json(pctx.elems, u, which)
-                continue
-            pk = u.path.SerializeToString()
-            b = cache.get(pk, _MISSING)
-            if b is _MISSING:
-                pk, rel = _relative_path(pk, u.path, self.strip)
-                b = self._bind(pctx.elems, rel, cache, pk)
-            if b is None:
-                continue
-            b.seen = tick
-            if b.numeric and which in NUMERIC_FIELDS:
+            b = get(u.path.SerializeToString(), _MISSING)
+            if b is None or b is _MISSING:
+                if which in JSON_FIELDS:  # a JSON value binds per leaf inside it
+                    bad += self._apply_json(pctx.elems, u, which)
+                    continue
+                if b is None:
+                    continue
+                pk, rel = _relative_path(u.path.SerializeToString(), u.path, self.strip)
+                b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx)
+                if b is None:
+                    continue
+            if which in NUMERIC_FIELDS and b.numeric:
                 b.series[b.labels] = getattr(val, which) * b.scale
                 continue
             try:
-                self._set(b, scalar(val, which))
+                self._set(b, load_json(getattr(val, which)) if which in JSON_FIELDS else scalar(val, which))
             except MalformedValue:
                 bad += 1
         if n.delete:
@@ -284,7 +295,8 @@ class SwitchState:
             return
         b.series[b.labels] = to_number(value) * b.scale
 
-    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any) -> Binding | None:
+    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any,
+              owner: _Prefix | None = None) -> Binding | None:
         path = prefix + rel
         found = self.profile.resolve(path)
         if found is None:
@@ -305,11 +317,11 @@ class SwitchState:
             entity = self._entities.get(ekey)
             if entity is None:
                 entity = self._entities[ekey] = _Entity(series, fixed, family.labels)
-            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity)
+            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity, owner)
         else:
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
-            binding = Binding(prefix, rel, rule, series, labels, sample, home, key)
+            binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner)
         home[key] = binding
         return binding
 
