@@ -25,7 +25,9 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 RULE_FILES = sorted(ALERTS.glob("*.rules.yaml"))
 TEST_FILES = sorted((ALERTS / "tests").glob("*.yaml"))
 ALERT_NAME = re.compile(r"^Infrapulse[A-Z][A-Za-z0-9]*$")
-RECORD_NAME = re.compile(r"^[a-z][a-z0-9_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
+# level:metric:operations; health-score.rules.yaml (generated from infrapulse.health.promql) also
+# has one level:metric name without operations (instance:infrapulse_health_topology_score).
+RECORD_NAME = re.compile(r"^[a-z][a-z0-9_]*:[a-z][a-z0-9_]*(:[a-z][a-z0-9_]*)?$")
 SEVERITIES = {"critical", "warning", "info"}
 TEAMS = {"noc", "ml", "all"}  # all = both teams (health alerts); see alerts/alertmanager.yml
 # Metrics Prometheus itself produces that rules may use.
@@ -53,7 +55,8 @@ def _promtool(*args: str) -> subprocess.CompletedProcess:
 
 def test_there_are_rules_and_tests():
     assert {p.name for p in RULE_FILES} >= {"network.rules.yaml", "rdma.rules.yaml", "gpu.rules.yaml",
-                                            "serving.rules.yaml", "health.rules.yaml", "recording.rules.yaml"}
+                                            "serving.rules.yaml", "health.rules.yaml", "recording.rules.yaml",
+                                            "health-score.rules.yaml"}
     assert len(ALERT_NAMES) >= 25 and len(RECORDS) >= 40
     assert TEST_FILES
 
@@ -164,7 +167,7 @@ def test_every_recording_rule_is_tested():
         for test in yaml.safe_load(path.read_text())["tests"]
         for case in test.get("promql_expr_test", [])
     )
-    used = set(re.findall(r"[a-z_]+:[a-z0-9_]+:[a-z0-9_]+", exprs))
+    used = set(re.findall(r"[a-z_]+:[a-z0-9_]+(?::[a-z0-9_]+)?", exprs))
     assert not sorted(set(RECORDS) - used), "recording rules without a promql_expr_test"
 
 
@@ -174,7 +177,7 @@ def metric_names(expr: str) -> set[str]:
     """Series names a PromQL expression selects: infrapulse families, recording rules, `up`."""
     expr = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # label values and label_replace arguments
     expr = re.sub(r"\{[^}]*\}", "{}", expr)  # matchers
-    names = set(re.findall(r"\b(infrapulse_[a-z0-9_]+|[a-z_]+:[a-z0-9_]+:[a-z0-9_]+)\b", expr))
+    names = set(re.findall(r"\b(infrapulse_[a-z0-9_]+|[a-z_]+:[a-z0-9_]+(?::[a-z0-9_]+)?)\b", expr))
     names |= {n for n in PROMETHEUS_METRICS if re.search(rf"\b{n}\s*\{{", expr)}
     return names
 
@@ -221,11 +224,18 @@ def _generator():
     return generate_prometheusrule
 
 
-def test_committed_prometheusrule_matches_the_rule_files():
+def test_committed_generated_files_are_current():
     gen = _generator()
-    committed = gen.OUTPUT.read_text()
-    assert committed == gen.render(), "run: python alerts/generate_prometheusrule.py"
+    assert gen.HEALTH_RULES.read_text() == gen.render_health_rules(), "run: python alerts/generate_prometheusrule.py"
+    assert gen.OUTPUT.read_text() == gen.render(), "run: python alerts/generate_prometheusrule.py"
     assert gen.main(["--check"]) == 0
+
+
+def test_health_score_rules_are_the_health_engines_promql():
+    from infrapulse.health import promql
+
+    doc = yaml.safe_load((ALERTS / "health-score.rules.yaml").read_text())
+    assert doc["groups"][0]["rules"] == promql.recording_rules()
 
 
 def test_prometheusrule_groups_equal_the_rule_files_and_pass_promtool(tmp_path):
