@@ -1,0 +1,145 @@
+"""SwitchState and path/value decoding on hand-built notifications (no network)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pygnmi.spec.v080 import gnmi_pb2 as pb
+
+from infrapulse.sources.gnmi_ingest import SwitchState
+from infrapulse.sources.gnmi_paths import (
+    PathPattern,
+    expand_ranges,
+    format_path,
+    from_proto,
+    parse_path,
+    path_covers,
+    to_proto,
+)
+from infrapulse.sources.gnmi_profile import load_profiles
+
+PROFILES = load_profiles()
+
+
+def note(prefix: str, updates: list[tuple[str, pb.TypedValue]], origin: str = "openconfig", target: str = "",
+         deletes: tuple[str, ...] = ()) -> pb.Notification:
+    return pb.Notification(timestamp=1, prefix=to_proto(prefix, origin, target),
+                           update=[pb.Update(path=to_proto(p), val=v) for p, v in updates],
+                           delete=[to_proto(d) for d in deletes])
+
+
+def series(state: SwitchState) -> dict:
+    return {(f, labels): v for f, s in state.snapshot.series.items() for labels, v in s.items()
+            if f.startswith("infrapulse_switch_") and labels[1:]}
+
+
+def test_paths_parse_escape_and_expand():
+    assert parse_path(r"/a/b[name=x\]y][k=1/2]/c") == [("a", {}), ("b", {"name": "x]y", "k": "1/2"}), ("c", {})]
+    elems = from_proto(to_proto("/openconfig-interfaces:interfaces/interface[name=E1]"), strip=True)
+    assert elems == (("interfaces", ()), ("interface", (("name", "E1"),)))
+    assert format_path(elems) == "/interfaces/interface[name=E1]"
+    assert expand_ranges("X_{0..2}_Y") == ["X_0_Y", "X_1_Y", "X_2_Y"]
+    assert path_covers(elems[:2], elems + (("state", ()),))
+    assert not path_covers((("interfaces", ()), ("interface", (("name", "E2"),))), elems)
+    pattern = PathPattern("COUNTERS/Ethernet*/Queues/{interface}:{queue:\\d+}/F")
+    key = lambda s: tuple((p, ()) for p in s.split("/"))  # noqa: E731
+    assert pattern.match(key("COUNTERS/Ethernet*/Queues/Ethernet68:3/F")) == {"interface": "Ethernet68", "queue": "3"}
+    assert pattern.match(key("COUNTERS/Ethernet*/Queues/Ethernet68:3:periodic/F")) is None
+
+
+def test_json_ietf_quirks_module_prefixes_strings_and_list_keys():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    doc = {"openconfig-qos:queue": [
+        {"name": "3", "state": {"name": "3", "transmit-pkts": "18446744073709551615",
+                                "ecn-marked-pkts": "7", "openconfig-qos-ext:vendor-leaf": "x"}},
+        {"openconfig-qos:name": "5", "state": {"dropped-pkts": "2"}},
+        {"state": {"dropped-pkts": "99"}},  # no key: skipped, never a garbage series
+    ]}
+    state.apply(note("", [("/qos/interfaces/interface[interface-id=E1]/output/queues",
+                           pb.TypedValue(json_ietf_val=json.dumps(doc).encode()))]))
+    assert series(state) == {
+        ("infrapulse_switch_queue_transmitted_packets_total", ("sw", "E1", "3")): 18446744073709551615.0,
+        ("infrapulse_switch_queue_ecn_marked_packets_total", ("sw", "E1", "3")): 7.0,
+        ("infrapulse_switch_queue_dropped_packets_total", ("sw", "E1", "5")): 2.0,
+    }
+    assert state.malformed == 0
+
+
+def test_sonic_keys_keep_their_colons_and_strings_become_numbers():
+    state = SwitchState("sw", PROFILES["sonic"])
+    table = {"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096"},
+             "Ethernet0:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"}}
+    state.apply(note("", [("COUNTERS/Ethernet*/Queues", pb.TypedValue(json_ietf_val=json.dumps(table).encode())),
+                          ("COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS",
+                           pb.TypedValue(json_ietf_val=b'{"Ethernet0": "41", "Ethernet4": "not-a-number"}'))],
+                     origin="", target="COUNTERS_DB"))
+    assert series(state) == {
+        ("infrapulse_switch_queue_transmitted_packets_total", ("sw", "Ethernet0", "3")): 12.0,
+        ("infrapulse_switch_queue_depth_bytes", ("sw", "Ethernet0", "3")): 4096.0,
+        ("infrapulse_switch_queue_watermark_bytes", ("sw", "Ethernet0", "3")): 8192.0,
+        ("infrapulse_switch_pfc_pause_frames_total", ("sw", "Ethernet0", "3", "rx")): 41.0,
+    }
+    assert state.malformed == 1
+
+
+def test_malformed_values_are_counted_and_do_not_overwrite():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    prefix = "/interfaces/interface[name=E1]/state"
+    state.apply(note(prefix, [("counters/in-octets", pb.TypedValue(uint_val=10)),
+                              ("oper-status", pb.TypedValue(string_val="UP"))]))
+    state.apply(note(prefix, [("counters/in-octets", pb.TypedValue(string_val="n/a")),
+                              ("counters/out-octets", pb.TypedValue(bytes_val=b"\x00")),
+                              ("oper-status", pb.TypedValue(string_val="SOMETHING_NEW"))]))  # default: 0
+    state.apply(note("", [("/interfaces", pb.TypedValue(json_ietf_val=b"{not json"))]))
+    assert series(state) == {
+        ("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): 10.0,
+        ("infrapulse_switch_interface_oper_up", ("sw", "E1")): 0.0,
+    }
+    assert state.malformed == 3
+    assert state.updates == 6
+
+
+def test_sync_drops_what_the_new_session_did_not_refresh_and_sweep_spares_on_change():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    for port in ("E1", "E2"):
+        state.apply(note(f"/interfaces/interface[name={port}]/state",
+                         [("counters/in-octets", pb.TypedValue(uint_val=1)),
+                          ("oper-status", pb.TypedValue(string_val="UP"))]))
+    state.begin_session()  # reconnect: E2 is gone from the switch
+    state.apply(note("/interfaces/interface[name=E1]/state", [("counters/in-octets", pb.TypedValue(uint_val=2)),
+                                                              ("oper-status", pb.TypedValue(string_val="UP"))]))
+    state.on_sync()
+    assert series(state) == {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): 2.0,
+                             ("infrapulse_switch_interface_oper_up", ("sw", "E1")): 1.0}
+    # oper-status on its own ON_CHANGE notification; counters stop arriving
+    state.apply(note("/interfaces/interface[name=E1]/state", [("oper-status", pb.TypedValue(string_val="DOWN"))],
+                     origin="openconfig"))
+    assert state.snapshot.series["infrapulse_switch_interface_oper_up"] == {("sw", "E1"): 0.0}
+    state2 = SwitchState("sw", PROFILES["openconfig"])
+    state2.apply(note("/interfaces/interface[name=E1]/state/counters", [("in-octets", pb.TypedValue(uint_val=5))]))
+    state2.apply(note("/interfaces/interface[name=E1]/state", [("oper-status", pb.TypedValue(string_val="UP"))]))
+    for _ in range(3):
+        state2.sweep()
+    assert series(state2) == {("infrapulse_switch_interface_oper_up", ("sw", "E1")): 1.0}
+
+
+def test_lldp_entity_needs_both_leaves_and_follows_changes():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    base = "/lldp/interfaces/interface[name=E1]/neighbors/neighbor[id=n1]/state"
+    state.apply(note(base, [("system-name", pb.TypedValue(string_val="gpu-node-01"))]))
+    assert series(state) == {}
+    state.apply(note(base, [("port-id", pb.TypedValue(string_val="ens1f0np0"))]))
+    info = "infrapulse_switch_lldp_neighbor_info"
+    assert series(state) == {(info, ("sw", "E1", "gpu-node-01", "ens1f0np0")): 1.0}
+    state.apply(note(base, [("port-id", pb.TypedValue(string_val="ens2f0np0"))]))
+    assert series(state) == {(info, ("sw", "E1", "gpu-node-01", "ens2f0np0")): 1.0}
+    state.apply(note("", [], deletes=("/lldp/interfaces/interface[name=E1]/neighbors/neighbor[id=n1]",)))
+    assert series(state) == {}
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_every_builtin_profile_knows_its_streams(profile):
+    p = PROFILES[profile]
+    assert p.streams and all(s.subscriptions for s in p.streams)
+    assert all(rule.sample is not None for rule in p.rules)  # every rule's mode is unambiguous
