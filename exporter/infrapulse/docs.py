@@ -22,7 +22,9 @@ file and the code disagree. Every family is prefixed `infrapulse_`, uses base un
 seconds, ratios 0-1, celsius, joules, watts), and carries no target labels (`instance`, `job`,
 `cluster` come from Prometheus). Counters end in `_total` and are exposed raw: use `rate()` or
 `increase()`. Series of something that disappeared (a port, a GPU, a switch) leave /metrics
-after their source's staleness window (three missed polls, at least 30 s).
+after their source's staleness window (three missed polls, at least 30 s). Beside these, the
+daemon exports the standard `process_*` families of prometheus_client's ProcessCollector
+(`process_resident_memory_bytes`, `process_cpu_seconds_total`, `process_open_fds`, ...).
 
 ## Joining a node's series to the switch ports that serve it
 

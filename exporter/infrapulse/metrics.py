@@ -7,10 +7,12 @@ the text or OpenMetrics format the scraper asked for.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Iterator
 
+from prometheus_client import ProcessCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.samples import Sample
@@ -51,6 +53,10 @@ RELOAD_OK = catalog.declare(
 RELOAD_TIME = catalog.declare(
     "infrapulse_config_last_reload_success_timestamp_seconds", catalog.GAUGE,
     "Unix time of the last successful configuration load.", (), unit="seconds", source="daemon")
+TASKS = catalog.declare(
+    "infrapulse_exporter_asyncio_tasks", catalog.GAUGE,
+    "asyncio tasks alive in the daemon (self-monitoring: must stay flat while sources reconnect).",
+    (), source="daemon")
 SERIES = catalog.declare(
     "infrapulse_exporter_series", catalog.GAUGE,
     "Series currently held in the store, per source (self-monitoring of cardinality).",
@@ -182,6 +188,7 @@ class StoreCollector:
             (RELOAD_OK, {(): 1.0 if self.state.reload_successful else 0.0}),
             (RELOAD_TIME, {(): self.state.last_reload_success}),
             (SERIES, {(src,): float(n) for src, n in sorted(series_per_source.items())}),
+            (TASKS, {(): float(_task_count())}),
         ]
         for family, series in static:
             metric = family_metric(family, [series])
@@ -189,9 +196,18 @@ class StoreCollector:
                 yield metric
 
 
+def _task_count() -> int:
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:  # collected outside the event loop (tests, benchmarks)
+        return 0
+
+
 def make_registry(store: Store, state: DaemonState) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store, state))
+    # The standard process_* families (RSS, CPU, open fds) that every Prometheus exporter has.
+    registry.register(ProcessCollector(registry=None))
     return registry
 
 
