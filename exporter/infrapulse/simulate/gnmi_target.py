@@ -678,7 +678,10 @@ async def demo_part(ctx):
     password = f"demo-{random.Random().getrandbits(48):012x}"
     password_file.write_text(password + "\n")
     password_file.chmod(0o600)
-    fabric = SimFabric.rails(ctx.nodes, PROFILES, ports=16, scenarios=ctx.scenarios, username="infrapulse",
+    # leaf01 carries the anomalies, so it speaks the dialect with every family (PFC durations,
+    # queue depth, carrier transitions): nvidia-cumulus.
+    demo_profiles = ("nvidia-cumulus", "sonic", "openconfig", "arista-eos")
+    fabric = SimFabric.rails(ctx.nodes, demo_profiles, ports=16, scenarios=ctx.scenarios, username="infrapulse",
                              password=password, tls=(pki.read("server_cert"), pki.read("server_key")))
     await fabric.start()
     sources = {"gnmi": {
