@@ -143,3 +143,25 @@ def test_every_builtin_profile_knows_its_streams(profile):
     p = PROFILES[profile]
     assert p.streams and all(s.subscriptions for s in p.streams)
     assert all(rule.sample is not None for rule in p.rules)  # every rule's mode is unambiguous
+
+
+def test_series_limit_bounds_a_flood_of_new_paths():
+    state = SwitchState("sw", PROFILES["openconfig"], max_series=50)
+    key = ("sw",)
+    for i in range(200):  # 200 interfaces, one mapped leaf each, one prefix each
+        state.apply(note(f"/interfaces/interface[name=Ethernet{i}]",
+                         [("state/counters/in-octets", pb.TypedValue(uint_val=i))]))
+    received = state.snapshot.series["infrapulse_switch_interface_received_bytes_total"]
+    assert len(received) == 50
+    assert state.bound == 50
+    assert state.snapshot.series["infrapulse_switch_series_dropped_total"][key] == 150
+    assert state.snapshot.series["infrapulse_switch_updates_total"][key] == 200
+    assert len(state._prefixes) == 50  # noqa: SLF001 - the memory the limit protects
+    # Known series keep updating at the limit.
+    state.apply(note("/interfaces/interface[name=Ethernet0]", [("state/counters/in-octets", pb.TypedValue(uint_val=7))]))
+    assert received[("sw", "Ethernet0")] == 7
+    # Deleting series frees room for new ones.
+    state.apply(note("", [], deletes=tuple(f"/interfaces/interface[name=Ethernet{i}]" for i in range(10))))
+    assert state.bound == 40
+    state.apply(note("/interfaces/interface[name=Ethernet0]", [("state/counters/in-octets", pb.TypedValue(uint_val=9))]))
+    assert received[("sw", "Ethernet0")] == 9 and state.bound == 41

@@ -155,6 +155,8 @@ CONFIG = Section(
                              "index. Default: INFRAPULSE_SHARD_INDEX/_COUNT, or the StatefulSet ordinal.",
                          fields={"index": Int("This instance's shard, 0..count-1.", min=0),
                                  "count": Int("Number of fabric instances sharing the switches.", min=1)}),
+        "max_series": Int("Most live series one switch may hold; new series past it are dropped and "
+                          "counted in infrapulse_switch_series_dropped_total.", default=50_000, min=1),
         "retry_max": Duration("Longest pause between reconnect attempts (capped exponential backoff).",
                               default="60s", min=1.0),
     },
@@ -363,7 +365,7 @@ class SwitchSession:
         self.conn = conn
         self.name: str = conn["name"]
         self.profile = profile
-        self.state = SwitchState(self.name, profile)
+        self.state = SwitchState(self.name, profile, source.config["max_series"])
         self.backoff = Backoff(initial=1.0, cap=source.config["retry_max"])
         intervals = profile.sample_intervals(conn["sample_interval"])
         heartbeats = [s.heartbeat_interval for st in profile.streams for s in st.subscriptions

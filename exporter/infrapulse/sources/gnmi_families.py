@@ -31,6 +31,10 @@ UPDATES = _declare(
 MALFORMED = _declare(
     "infrapulse_switch_malformed_updates_total", C,
     "gNMI updates from this switch whose value could not be decoded for its path (counted, skipped).", SW)
+SERIES_DROPPED = _declare(
+    "infrapulse_switch_series_dropped_total", C,
+    "New series refused because this switch reached its series limit (sources.gnmi max_series): a "
+    "switch streaming ever-new paths cannot grow the daemon's memory without bound.", SW)
 RECONNECTS = _declare(
     "infrapulse_switch_reconnects_total", C,
     "Times the gNMI stream to this switch was (re)established after a failure.", SW)
@@ -73,5 +77,5 @@ DATA_FAMILIES = [
              "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
 ]
 
-STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS)
+STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS, SERIES_DROPPED)
 BY_NAME = {f.name: f for f in DATA_FAMILIES}

@@ -28,7 +28,15 @@ import time
 from typing import Any
 
 from ..store import Snapshot
-from .gnmi_families import LAST_UPDATE, MALFORMED, RECONNECTS, STATUS_FAMILIES, SWITCH_UP, UPDATES
+from .gnmi_families import (
+    LAST_UPDATE,
+    MALFORMED,
+    RECONNECTS,
+    SERIES_DROPPED,
+    STATUS_FAMILIES,
+    SWITCH_UP,
+    UPDATES,
+)
 from .gnmi_paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
 from .gnmi_profile import Profile, Rule
 from .gnmi_values import (
@@ -50,6 +58,9 @@ MAX_UNMAPPED_CACHED = 200_000
 # in-octets"): one decoded, shared copy per distinct serialized path, process-wide. Bounded.
 _REL_PATHS: dict[tuple[bytes, bool], tuple[bytes, ElemPath]] = {}
 MAX_SHARED_PATHS = 100_000
+# Default per-switch limit on live series (one binding each); a 128-port switch with 8 queues
+# and every family needs about 12k.
+DEFAULT_MAX_SERIES = 50_000
 
 
 def _relative_path(pk: bytes, path: Any, strip: bool) -> tuple[bytes, ElemPath]:
@@ -135,9 +146,11 @@ class _Prefix:
 
 
 class SwitchState:
-    def __init__(self, name: str, profile: Profile) -> None:
+    def __init__(self, name: str, profile: Profile, max_series: int = DEFAULT_MAX_SERIES) -> None:
         self.name = name
         self.profile = profile
+        self.max_series = max_series
+        self.bound = 0  # live bindings, i.e. series this switch holds
         self.strip = profile.strip_modules
         self.snapshot = Snapshot()
         for family in STATUS_FAMILIES:
@@ -148,6 +161,8 @@ class SwitchState:
         self._malformed = self.snapshot.series[MALFORMED.name]
         self._last = self.snapshot.series[LAST_UPDATE.name]
         self._reconnects = self.snapshot.series[RECONNECTS.name]
+        self._dropped = self.snapshot.series[SERIES_DROPPED.name]
+        self._dropped[self._key] = 0.0
         self._up[self._key] = 0.0
         self._updates[self._key] = 0.0
         self._malformed[self._key] = 0.0
@@ -215,6 +230,13 @@ class SwitchState:
         pkey = n.prefix.SerializeToString()
         pctx = self._prefixes.get(pkey)
         if pctx is None:
+            if self.bound >= self.max_series or len(self._prefixes) >= self.max_series:
+                # A new prefix could only bring new series (or unmapped paths to remember).
+                self._dropped[self._key] += len(n.update)
+                self._updates[self._key] += len(n.update)
+                if n.delete:  # deletes still apply: they are what frees room
+                    self._delete(from_proto(n.prefix, self.strip), n.delete)
+                return
             pctx = self._prefixes[pkey] = _Prefix(from_proto(n.prefix, self.strip))
         pctx.seen = self.tick
         get = pctx.bindings.get
@@ -304,6 +326,9 @@ class SwitchState:
                 self._unmapped += 1
                 home[key] = None
             return None
+        if self.bound >= self.max_series:
+            self._dropped[self._key] += 1
+            return None  # not cached: the path binds once series are freed again
         rule, captured = found
         family = rule.family
         series = self.snapshot.series.get(family.name)
@@ -323,6 +348,7 @@ class SwitchState:
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
             binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner)
         home[key] = binding
+        self.bound += 1
         return binding
 
     def _is_sample(self, path: ElemPath) -> bool:
@@ -347,7 +373,8 @@ class SwitchState:
             self._remove(b)
 
     def _remove(self, b: Binding) -> None:
-        b.home.pop(b.key, None)
+        if b.home.pop(b.key, None) is not None:
+            self.bound -= 1
         entity = b.entity
         if entity is not None:
             # The entity itself stays: its other parts' bindings still point at it.
