@@ -182,3 +182,26 @@ def test_cli_reports_bad_web_config(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert str(path) in proc.stderr and "bcrypt" in proc.stderr
+
+
+async def _metrics_text(port: int) -> str:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            return await resp.text()
+
+
+async def test_render_cache_shares_a_render_within_its_ttl():
+    from infrapulse.store import Snapshot
+
+    async with running_daemon("http: {render_cache: 1h}\n") as d:
+        first = await _metrics_text(d.bound_port)
+        snap = Snapshot()
+        snap.add("infrapulse_source_up", ("x", "y"), 1.0)
+        d.store.publish("probe", "t", snap, stale_after=60)
+        assert await _metrics_text(d.bound_port) == first  # served from the cache
+    async with running_daemon("http: {render_cache: 0s}\n") as d:
+        await _metrics_text(d.bound_port)
+        snap = Snapshot()
+        snap.add("infrapulse_source_up", ("x", "y"), 1.0)
+        d.store.publish("probe", "t", snap, stale_after=60)
+        assert 'infrapulse_source_up{source="x",target="y"} 1.0' in await _metrics_text(d.bound_port)

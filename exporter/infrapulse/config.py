@@ -61,6 +61,9 @@ def root_schema() -> Section:
                                        default=256, min=1),
                 "idle_timeout": Duration("A connection that sends no request for this long is closed.",
                                          default="15s", min=0.1),
+                "render_cache": Duration("Scrapes within this long of a /metrics render share its bytes "
+                                         "(0s renders every scrape). Keeps bursts of scrapers cheap on "
+                                         "large fabric instances.", default="1s", min=0),
             }),
             "health": _health_section(),
             "sources": _sources_section(),

@@ -81,8 +81,9 @@ class Daemon:
     async def _start_http(self) -> None:
         security = self.web_security
         middlewares = [security.middleware] if security is not None else []
-        app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares)
         http_cfg = self.config["http"]
+        app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares,
+                       render_cache=http_cfg["render_cache"])
         # aiohttp closes a connection that sends no request within keepalive_timeout, so idle
         # or trickling clients cannot hold sockets for long.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,

@@ -2,6 +2,8 @@
 
 /metrics is rendered on the event loop from the store, which sources only ever replace
 whole, so a scrape never waits for a source and concurrent scrapes see consistent data.
+Scrapes that arrive within `http.render_cache` of a render (HA Prometheus pairs, a burst of
+scrapers) share its bytes instead of rendering a large fabric again.
 """
 
 from __future__ import annotations
@@ -24,17 +26,38 @@ STATE_KEY = web.AppKey("state", DaemonState)
 REGISTRY_KEY = web.AppKey("registry", object)
 
 
-def render_metrics(registry, accept: str | None) -> tuple[bytes, str]:
-    """Encode the registry in the format the scraper negotiated (text 0.0.4 or OpenMetrics)."""
-    encoder, content_type = exposition.choose_encoder(accept or "")
-    return encoder(registry), content_type
+class RenderCache:
+    """The last encoded /metrics body per (format, compression), reused for `ttl` seconds."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._entries: dict[tuple[str, bool], tuple[float, bytes, str]] = {}
+
+    def get(self, accept: str | None, gzipped: bool, render) -> tuple[bytes, str]:
+        encoder, content_type = exposition.choose_encoder(accept or "")
+        key = (content_type, gzipped)
+        now = time.monotonic()
+        hit = self._entries.get(key)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1], hit[2]
+        body = render(encoder)
+        if gzipped:
+            body = gzip.compress(body, compresslevel=1)
+        if self.ttl > 0:
+            self._entries[key] = (time.monotonic(), body, content_type)
+        return body, content_type
+
+
+RENDER_CACHE_KEY = web.AppKey("render_cache", RenderCache)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:
-    body, content_type = render_metrics(request.app[REGISTRY_KEY], request.headers.get("Accept"))
+    registry = request.app[REGISTRY_KEY]
+    gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    body, content_type = request.app[RENDER_CACHE_KEY].get(
+        request.headers.get("Accept"), gzipped, lambda encoder: encoder(registry))
     headers = {"Content-Type": content_type}
-    if "gzip" in request.headers.get("Accept-Encoding", ""):
-        body = gzip.compress(body, compresslevel=1)
+    if gzipped:
         headers["Content-Encoding"] = "gzip"
     return web.Response(body=body, headers=headers)
 
@@ -88,12 +111,13 @@ LINKS_KEY = web.AppKey("links", list)
 
 def make_app(store: Store, state: DaemonState, registry,
              extensions: list[Callable[[web.Application], None]] = (),
-             middlewares=()) -> web.Application:
+             middlewares=(), render_cache: float = 0.0) -> web.Application:
     """Build the aiohttp app; `extensions` add routes (the health API) without touching this module."""
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
     app[STORE_KEY] = store
     app[STATE_KEY] = state
     app[REGISTRY_KEY] = registry
+    app[RENDER_CACHE_KEY] = RenderCache(render_cache)
     app[LINKS_KEY] = []
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz_handler)
