@@ -108,6 +108,7 @@ async def test_every_fault_at_once_then_recovery(tmp_path):
     good_switch, bad_switch = fabric.targets
     config = f"""
 interval: 500ms
+http: {{render_cache: 0s}}
 sources:
   infiniband: {{sysfs_root: "{tmp_path / 'sys'}", rescan_interval: 1s}}
   ethtool: {{stats_dir: "{tmp_path / 'stats'}", sysfs_root: "{tmp_path / 'sys'}", rescan_interval: 1s}}
@@ -131,13 +132,13 @@ sources:
         async with running_daemon(config, hostname="gpu-node-01") as daemon:
             base = f"http://127.0.0.1:{daemon.bound_port}"
             scraper = asyncio.create_task(_scrape_continuously(base, stop, latencies, failures))
-            nvml = daemon.sources["nvml"][0].api
             async with aiohttp.ClientSession() as session:
                 healthy = [("infiniband", "mlx5_0"), ("infiniband", "mlx5_1"), ("ethtool", "ens1f0np0"),
                            ("ethtool", "ens2f0np0"), ("gnmi", "leaf-a"), ("gnmi", "leaf-b"),
                            ("serving", "steady"), ("serving", "flaky"), ("nvml", "nvml"), ("dcgm", "dcgm")]
                 status = await _until(session, base, lambda s: all(_up(s, k) for k in healthy))
                 assert status[("nvml", "nvml")]["reason"] == "ok"
+                nvml = daemon.sources["nvml"][0].api  # the NVML fake, created once the source started
 
                 # Every fault at once.
                 (tree.class_dir / "mlx5_1" / "ports").rename(tree.class_dir / "mlx5_1" / "ports.off")

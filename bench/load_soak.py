@@ -1,0 +1,236 @@
+"""Load and soak of a fabric instance: many concurrent scrapers, then hours-style churn in minutes.
+
+Setup (all processes on loopback): `infrapulse simulate gnmi` serves N switches x M ports in its
+own process; an `infrapulse run` fabric daemon subscribes to all of them (PROTO SAMPLE, 10 s)
+until it holds the target number of series.
+
+  load: `--scrapers` concurrent clients GET /metrics in a loop for `--load-seconds`; reports
+        scrapes, errors, p50/p99 latency (the daemon's render cache shares a render between
+        scrapes that arrive together, as an HA Prometheus pair's do);
+  soak: for `--soak-minutes`, every `--fault-period` the simulated fabric is killed (streams
+        drop mid-way), kept down for a while (switches unreachable) and restarted (reconnect,
+        resync); after each recovery the daemon's RSS, open fds, asyncio tasks and series are
+        sampled. Pass criteria: RSS drift under 5% between the first and last recovered sample,
+        and no growth in tasks, fds or series.
+
+Run: .venv/bin/python bench/load_soak.py [--switches 64 --ports 64] [--soak-minutes 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_fabric(args, targets_file: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [PY, "-m", "infrapulse", "simulate", "gnmi", "--switches", str(args.switches), "--ports", str(args.ports),
+         "--profile", args.profile, "--targets-file", str(targets_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline()
+    if "serving" not in line:
+        raise RuntimeError(f"simulator did not start: {line}{proc.stdout.read()}")
+    return proc
+
+
+def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def metric_values(text: str, names: tuple[str, ...]) -> dict[str, float]:
+    out = {}
+    for line in text.splitlines():
+        for name in names:
+            if line.startswith(name) and (len(line) == len(name) or line[len(name)] in " {"):
+                out[line.split(" ")[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+async def scrape(session: aiohttp.ClientSession, url: str) -> str:
+    async with session.get(url) as resp:
+        resp.raise_for_status()
+        return await resp.text()
+
+
+def proc_stats(pid: int) -> dict[str, float]:
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return {"rss_bytes": rss, "fds": len(os.listdir(f"/proc/{pid}/fd"))}
+
+
+async def daemon_stats(session, base: str, pid: int) -> dict[str, float]:
+    text = await scrape(session, base + "/metrics")
+    values = metric_values(text, ("infrapulse_exporter_asyncio_tasks", "infrapulse_exporter_series"))
+    series = sum(v for k, v in values.items() if k.startswith("infrapulse_exporter_series"))
+    return {**proc_stats(pid), "tasks": values.get("infrapulse_exporter_asyncio_tasks", 0), "series": series}
+
+
+async def wait_series(session, base: str, minimum: float, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    series = 0.0
+    while time.monotonic() < deadline:
+        try:
+            text = await scrape(session, base + "/metrics")
+            values = metric_values(text, ("infrapulse_exporter_series",))
+            series = values.get('infrapulse_exporter_series{source="gnmi"}', 0.0)
+            if series >= minimum:
+                return series
+        except aiohttp.ClientError:
+            pass
+        await asyncio.sleep(2)
+    raise TimeoutError(f"only {series:.0f} gnmi series after {timeout:.0f}s")
+
+
+async def load(base: str, scrapers: int, seconds: float) -> dict:
+    latencies: list[float] = []
+    errors: list[str] = []
+    sizes: list[int] = []
+    deadline = time.monotonic() + seconds
+    timeout = aiohttp.ClientTimeout(total=120)
+
+    async def one_scraper(session):
+        while time.monotonic() < deadline:
+            started = time.monotonic()
+            try:
+                body = await scrape(session, base + "/metrics")
+                sizes.append(len(body))
+                latencies.append(time.monotonic() - started)
+            except Exception as exc:  # noqa: BLE001 - every failure is a data point here
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+    connector = aiohttp.TCPConnector(limit=scrapers)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        await asyncio.gather(*(one_scraper(session) for _ in range(scrapers)))
+    latencies.sort()
+    return {
+        "scrapes": len(latencies), "errors": len(errors), "first_errors": errors[:3],
+        "p50_s": statistics.median(latencies) if latencies else None,
+        "p99_s": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else None,
+        "body_mb": (statistics.median(sizes) / 1e6) if sizes else None,
+    }
+
+
+async def soak(args, base: str, pid: int, targets_file: Path, fabric: subprocess.Popen, minimum: float) -> dict:
+    samples = []
+    end = time.monotonic() + args.soak_minutes * 60
+    cycle = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+        while time.monotonic() < end:
+            cycle += 1
+            kind = ("kill", "pause")[cycle % 2]
+            if kind == "kill":  # streams drop mid-way, targets gone
+                stop(fabric, signal.SIGKILL)
+                await asyncio.sleep(min(20, args.fault_period / 3))
+            else:  # stall: every stream stays open but nothing arrives
+                fabric.send_signal(signal.SIGSTOP)
+                await asyncio.sleep(min(45, args.fault_period / 2))
+                fabric.send_signal(signal.SIGCONT)
+                stop(fabric, signal.SIGKILL)
+            fabric = start_fabric(args, targets_file)  # new ports: the targets file changes too
+            series = await wait_series(session, base, minimum, timeout=args.fault_period * 3)
+            await asyncio.sleep(max(0, args.fault_period - 30))
+            stats = await daemon_stats(session, base, pid)
+            stats["cycle"], stats["fault"], stats["gnmi_series"] = cycle, kind, series
+            samples.append(stats)
+            print(f"  cycle {cycle:3d} ({kind:5}): rss {stats['rss_bytes'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}"
+                  f"  tasks {stats['tasks']:4.0f}  series {stats['series']:8.0f}", flush=True)
+    stop(fabric)
+    first, last = samples[min(1, len(samples) - 1)], samples[-1]  # cycle 1 warms caches up
+    return {"cycles": len(samples), "first": first, "last": last,
+            "rss_drift": (last["rss_bytes"] - first["rss_bytes"]) / first["rss_bytes"],
+            "max_fds": max(s["fds"] for s in samples), "max_tasks": max(s["tasks"] for s in samples)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--switches", type=int, default=64)
+    parser.add_argument("--ports", type=int, default=64)
+    parser.add_argument("--profile", default="nvidia-cumulus")
+    parser.add_argument("--series", type=float, default=250_000, help="wait for this many gnmi series")
+    parser.add_argument("--scrapers", type=int, default=50)
+    parser.add_argument("--load-seconds", type=float, default=60)
+    parser.add_argument("--soak-minutes", type=float, default=0)
+    parser.add_argument("--fault-period", type=float, default=60)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="infrapulse-soak-"))
+    targets_file = work / "switches.yaml"
+    fabric = start_fabric(args, targets_file)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    config = work / "fabric.yaml"
+    config.write_text(f"""
+interval: 5s
+health: {{interval: 30s}}
+sources:
+  gnmi:
+    defaults: {{insecure: true, profile: {args.profile}, sample_interval: 10s}}
+    targets_file: {targets_file}
+    retry_max: 5s
+""")
+    daemon = subprocess.Popen([PY, "-m", "infrapulse", "run", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        async def run() -> None:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
+                started = time.monotonic()
+                series = await wait_series(session, base, args.series, timeout=600)
+                print(f"fabric instance holds {series:.0f} gnmi series "
+                      f"({args.switches} switches x {args.ports} ports, {args.profile}) after "
+                      f"{time.monotonic() - started:.0f}s", flush=True)
+                before = await daemon_stats(session, base, daemon.pid)
+            result = await load(base, args.scrapers, args.load_seconds)
+            print(f"load: {args.scrapers} concurrent scrapers for {args.load_seconds:.0f}s: "
+                  f"{result['scrapes']} scrapes, {result['errors']} errors, p50 {result['p50_s']:.2f}s, "
+                  f"p99 {result['p99_s']:.2f}s, body {result['body_mb']:.1f} MB; "
+                  f"daemon RSS {before['rss_bytes'] / 2**20:.0f} MiB", flush=True)
+            if result["errors"]:
+                print(f"  first errors: {result['first_errors']}")
+            if args.soak_minutes:
+                print(f"soak: {args.soak_minutes:g} min, a fault every {args.fault_period:g}s", flush=True)
+                out = await soak(args, base, daemon.pid, targets_file, fabric, args.series * 0.95)
+                verdict = (abs(out["rss_drift"]) < 0.05 and out["last"]["tasks"] <= out["first"]["tasks"]
+                           and out["last"]["fds"] <= out["first"]["fds"] + 2
+                           and out["last"]["series"] <= out["first"]["series"] * 1.01)
+                print(f"soak: {out['cycles']} fault cycles; RSS {out['first']['rss_bytes'] / 2**20:.1f} -> "
+                      f"{out['last']['rss_bytes'] / 2**20:.1f} MiB ({out['rss_drift'] * 100:+.2f}%); tasks "
+                      f"{out['first']['tasks']:.0f} -> {out['last']['tasks']:.0f}; fds {out['first']['fds']:.0f} -> "
+                      f"{out['last']['fds']:.0f}; series {out['first']['series']:.0f} -> {out['last']['series']:.0f}: "
+                      f"{'PASS' if verdict else 'FAIL'}", flush=True)
+
+        asyncio.run(run())
+    finally:
+        stop(daemon)
+        stop(fabric)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
