@@ -34,10 +34,17 @@ PROMETHEUS = os.environ.get("INFRAPULSE_PROMETHEUS", "/usr/bin/prometheus")
 ALERTMANAGER = os.environ.get("INFRAPULSE_ALERTMANAGER", "/usr/bin/prometheus-alertmanager")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(preferred: int = 0) -> int:
+    """`preferred` when it is free (the usual 9477/9090/9093, so URLs stay the same between
+    runs), else any free port."""
+    for port in ((preferred, 0) if preferred else (0,)):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError("no free port")
 
 
 def http_get(url: str, timeout: float = 2.0) -> bytes:
@@ -106,7 +113,8 @@ class Stack:
 
     def __init__(self, *, scrape_interval: str = "5s", evaluation_interval: str | None = None,
                  demo_interval: str = "2s", scenarios: tuple[str, ...] = (), with_prometheus: bool = True,
-                 with_alertmanager: bool = True, log_dir: Path | None = None) -> None:
+                 with_alertmanager: bool = True, log_dir: Path | None = None,
+                 standard_ports: bool = False) -> None:
         self.scrape_interval = scrape_interval
         self.evaluation_interval = evaluation_interval or scrape_interval
         self.demo_interval = demo_interval
@@ -117,6 +125,10 @@ class Stack:
         self.log_dir = log_dir or self.workdir
         self.processes: list[tuple[str, subprocess.Popen]] = []
         self.exporter_url = self.prometheus_url = self.alertmanager_url = ""
+        self.standard_ports = standard_ports  # try 9477/9090/9093 first (make demo); tests use any
+
+    def _port(self, standard: int) -> int:
+        return free_port(standard if self.standard_ports else 0)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
@@ -150,7 +162,7 @@ class Stack:
         return "\n".join(out)
 
     def _start(self) -> None:
-        port = free_port()
+        port = self._port(9477)
         argv = [sys.executable, "-m", "infrapulse", "demo", "--listen", f"127.0.0.1:{port}",
                 "--interval", self.demo_interval, "--workdir", str(self.workdir / "demo")]
         for name in self.scenarios:
@@ -163,7 +175,7 @@ class Stack:
         if self.with_alertmanager:
             config = alertmanager_config(self.workdir)
             if config is not None:
-                am_port = free_port()
+                am_port = self._port(9093)
                 am = self._spawn("alertmanager", [
                     ALERTMANAGER, f"--config.file={config}", f"--storage.path={self.workdir / 'am-data'}",
                     f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=", "--log.level=warn"])
@@ -172,7 +184,7 @@ class Stack:
                 am_target = f"127.0.0.1:{am_port}"
 
         if self.with_prometheus:
-            prom_port = free_port()
+            prom_port = self._port(9090)
             config = self.workdir / "prometheus.yml"
             config.write_text(yaml.safe_dump(prometheus_config(
                 f"127.0.0.1:{port}", self.scrape_interval, self.evaluation_interval, am_target)))
@@ -232,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     stack = Stack(scrape_interval=args.scrape_interval, demo_interval=args.interval,
-                  scenarios=tuple(args.scenario), with_prometheus=not args.no_prometheus)
+                  scenarios=tuple(args.scenario), with_prometheus=not args.no_prometheus, standard_ports=True)
     try:
         stack.start()
     except RuntimeError as exc:
