@@ -205,6 +205,8 @@ class Daemon:
                    if name in self.sources and self.sources[name][2] != self._source_key(name, new)}
         wanted = {name for name, cls in source_registry().items() if cls.wanted(new["sources"][name])}
         await self._stop_sources(changed | (set(self.sources) - wanted))
+        for source, _, _ in self.sources.values():  # the unchanged ones re-read their files
+            await source.on_reload()
         old_listen = self.listen
         self.config = new
         self.state.role = self._role(new)

@@ -68,6 +68,10 @@ class Source:
     async def close(self) -> None:
         """Release resources (threads, channels). Called after run() is cancelled."""
 
+    async def on_reload(self) -> None:
+        """SIGHUP arrived and this source's settings did not change: re-read any files it was
+        pointed at (e.g. the gNMI targets_file). Sources whose settings changed are restarted."""
+
 
 class PollingSource(Source):
     """Calls `collect()` every interval and publishes what it returns."""

@@ -577,6 +577,9 @@ class GnmiSource(Source):
             merged[conn["name"]] = conn
         return [c for c in merged.values() if self.shard.owns(c["name"])]
 
+    async def on_reload(self) -> None:
+        await self.reload_targets()
+
     async def reload_targets(self) -> None:
         """Start sessions for new switches, stop removed ones, restart changed ones."""
         wanted = {c["name"]: c for c in self.wanted_targets()}
