@@ -18,8 +18,8 @@ from pathlib import Path
 import aiohttp
 import bcrypt
 from aiohttp import web
-from conftest import ROOT, free_port
 
+from conftest import ROOT, free_port
 from infrapulse.simulate.gnmi_target import SimFabric
 
 GNMI_PASSWORD = "gnmiPw-7f3a9Kq"
