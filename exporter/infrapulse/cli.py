@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import logging
+import os
 import sys
+
+# gRPC's C core logs connection events (GOAWAY on a switch restart) straight to stderr, outside
+# our logging; the gNMI source reports those itself. Must be set before grpc is imported.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from . import __version__, logs
 from .config import ConfigError, default_config, load_file
+from .plugins import optional_modules
 from .schema import SchemaError, parse_host_port
 
 log = logging.getLogger("infrapulse")
@@ -71,13 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
     demo.set_defaults(func=cmd_demo)
 
-    for name in PLUGIN_COMMANDS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
+    for module in optional_modules(PLUGIN_COMMANDS):
         module.add_parser(sub)
     return parser
 
@@ -108,7 +107,7 @@ def cmd_run(args) -> int:
         print(f"web config error: {exc}", file=sys.stderr)
         return 2
     daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen, web_security=security)
-    return _run_daemon(daemon)
+    return run_async(daemon.run_forever)
 
 
 def web_security(args):
@@ -123,19 +122,12 @@ def web_security(args):
         raise ValueError(str(exc)) from None
 
 
-def _run_daemon(daemon, before=None, after=None) -> int:
-    async def main() -> int:
-        if before is not None:
-            await before(daemon)
-        try:
-            await daemon.run_forever()
-        finally:
-            if after is not None:
-                await after()
-        return 0
-
+def run_async(main) -> int:
+    """Run `main()` (a coroutine function) to completion: 0 on a clean stop, 1 when the daemon
+    cannot run (e.g. its port is taken), with the reason logged."""
     try:
-        return asyncio.run(main())
+        asyncio.run(main())
+        return 0
     except RuntimeError as exc:
         log.error(str(exc))
         return 1

@@ -8,7 +8,6 @@ and the old config keeps running, with infrapulse_config_last_reload_successful 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import signal
@@ -22,6 +21,7 @@ from aiohttp import web
 from . import config as config_mod
 from .http import make_app
 from .metrics import DaemonState, make_registry
+from .plugins import optional_modules
 from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
 from .store import Store
@@ -63,13 +63,7 @@ class Daemon:
         return self.listen_override or self.config["listen"]
 
     async def start(self) -> None:
-        for name in EXTENSIONS:
-            try:
-                module = importlib.import_module(name)
-            except ModuleNotFoundError as exc:
-                if exc.name != name:
-                    raise
-                continue
+        for module in optional_modules(EXTENSIONS):
             module.attach(self)
         self._start_sources(self.config)
         if self.web_security is not None:

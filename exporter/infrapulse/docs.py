@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from . import catalog
+from .plugins import optional_modules
 from .schema import Duration, Field, ListOf, Section, format_duration, walk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,12 +84,7 @@ def load_everything() -> None:
 
     registry()
     importlib.import_module("infrapulse.metrics")
-    for name in ("infrapulse.health.families", "infrapulse.health.service"):
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
+    list(optional_modules(("infrapulse.health.families", "infrapulse.health.service")))
 
 
 def _md(text: str) -> str:

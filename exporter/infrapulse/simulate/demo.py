@@ -98,6 +98,7 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
 
 
 def run_demo(args) -> int:
+    from ..cli import run_async
     from ..cli import web_security as make_web_security
     from ..daemon import Daemon
 
@@ -121,7 +122,7 @@ def run_demo(args) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     ctx = DemoContext(workdir=workdir, scenarios=ScenarioBoard(set(args.scenario)))
 
-    async def main() -> int:
+    async def main() -> None:
         parts = await start_parts(ctx)
         try:
             cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
@@ -134,15 +135,9 @@ def run_demo(args) -> int:
             await daemon.run_forever()
         finally:
             await close_parts(parts)
-        return 0
 
     try:
-        return asyncio.run(main())
-    except RuntimeError as exc:
-        log.error(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        return 0
+        return run_async(main)
     finally:
         if own_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
