@@ -25,9 +25,8 @@ PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 RULE_FILES = sorted(ALERTS.glob("*.rules.yaml"))
 TEST_FILES = sorted((ALERTS / "tests").glob("*.yaml"))
 ALERT_NAME = re.compile(r"^Infrapulse[A-Z][A-Za-z0-9]*$")
-# level:metric:operations; health-score.rules.yaml (generated from infrapulse.health.promql) also
-# has one level:metric name without operations (instance:infrapulse_health_topology_score).
-RECORD_NAME = re.compile(r"^[a-z][a-z0-9_]*:[a-z][a-z0-9_]*(:[a-z][a-z0-9_]*)?$")
+# level:metric:operations
+RECORD_NAME = re.compile(r"^[a-z][a-z0-9_]*:[a-z][a-z0-9_]*:[a-z][a-z0-9_]*$")
 SEVERITIES = {"critical", "warning", "info"}
 TEAMS = {"noc", "ml", "all"}  # all = both teams (health alerts); see alerts/alertmanager.yml
 # Metrics Prometheus itself produces that rules may use.

@@ -103,7 +103,7 @@ def _expected() -> list[dict]:
          "exp_samples": [_sample(n1, ecn1), _sample(n2, ecn2)]},
         {"eval_time": "5m", "expr": "instance:infrapulse_health_uplink_pfc_pause_ratio:max",
          "exp_samples": [_sample(n1, 0.0), _sample(n2, 0.05)]},
-        {"eval_time": "5m", "expr": "instance:infrapulse_health_topology_score",
+        {"eval_time": "5m", "expr": "instance:infrapulse_health_topology_score:mean",
          "exp_samples": [_sample(n1, (ecn_score(ecn1) + pfc_score(0.0)) / 2),
                          _sample(n2, (ecn_score(ecn2) + pfc_score(0.05)) / 2)]},
         {"eval_time": "5m", "expr": "role:infrapulse_health_score:weighted_mean",
