@@ -119,11 +119,12 @@ def redact_url(url: str) -> str:
     """The URL without user-info and query string, fit for logs and status messages."""
     try:
         parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port out of range or not a number
     except ValueError:
         return "<invalid url>"
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    if port:
+        host = f"{host}:{port}"
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
@@ -133,7 +134,10 @@ def parse_headers_text(text: str) -> dict[str, str]:
     if not text:
         return {}
     if text.startswith("{"):
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON nested too deep") from None
         if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
             raise ValueError("expected a JSON object of string values")
         return {str(k): v for k, v in data.items()}

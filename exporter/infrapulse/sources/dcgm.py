@@ -126,7 +126,7 @@ class DcgmMapper:
                 mapping = FIELD_MAP.get(name)
                 value = sample.value
                 if name in CLOCK_REASON_FIELDS:
-                    if not is_blank(value, False):
+                    if value >= 0 and not is_blank(value, False):  # -Inf would break int()
                         fam.add_clock_events(snap, gpu, uuid, int(value), fam.ALL_CLOCK_EVENT_BITS, optional)
                     else:
                         self.blanks += 1

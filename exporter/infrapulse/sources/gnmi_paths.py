@@ -50,7 +50,7 @@ def split_elems(text: str) -> list[str]:
             current.append(text[i:i + 2])
             i += 2
             continue
-        if ch == "[":
+        if ch == "[" and not depth:  # inside a key value '[' is literal (format_path leaves it)
             depth += 1
         elif ch == "]":
             if not depth:

@@ -29,7 +29,9 @@ def scalar(tv: Any, which: str | None) -> Any:
     if which in NUMERIC_FIELDS or which in STRING_FIELDS:
         return getattr(tv, which)
     if which == "decimal_val":
-        return tv.decimal_val.digits / 10 ** tv.decimal_val.precision
+        # Past 10**400 every int64 quotient is 0.0; the cap keeps a hostile precision (up to
+        # 2**32-1) from computing a billion-digit power.
+        return tv.decimal_val.digits / 10 ** min(tv.decimal_val.precision, 400)
     if which == "leaflist_val":
         return [scalar(e, e.WhichOneof("value")) for e in tv.leaflist_val.element]
     raise MalformedValue(f"unsupported value type {which or 'empty'}")
@@ -38,7 +40,7 @@ def scalar(tv: Any, which: str | None) -> Any:
 def load_json(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         raise MalformedValue(f"invalid JSON: {exc}") from None
 
 
@@ -47,7 +49,10 @@ def to_number(value: Any) -> float:
     if isinstance(value, float):
         return value
     if isinstance(value, (int, bool)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # a JSON integer beyond any float
+            raise MalformedValue(f"number out of range: {str(value)[:40]}...") from None
     if isinstance(value, str):
         try:
             return float(value)
