@@ -440,9 +440,14 @@ class SwitchSession:
         self.state.begin_session()
         streams = self.profile.streams
         calls = []
+        # The request side is written once and left open (half-closing ends some switches'
+        # streams). Writing on the call, rather than handing grpc an endless request generator,
+        # leaves no consumer task behind to be torn down on every reconnect.
         for stream in streams:
             request = subscribe_request(stream, self.encoding, self.conn["sample_interval"])
-            calls.append(stub.Subscribe(_hold_open(request), metadata=metadata))
+            call = stub.Subscribe(metadata=metadata)
+            calls.append(call)
+            await call.write(request)
         synced = [False] * len(calls)
         self._last_rx_mono = time.monotonic()
         tasks = [asyncio.create_task(self._read(call, i, synced)) for i, call in enumerate(calls)]
@@ -509,12 +514,6 @@ class SwitchSession:
         if mono >= self._next_sweep:
             self._next_sweep = mono + self.sweep_period
             state.sweep()
-
-
-async def _hold_open(request: pb.SubscribeRequest):
-    """Request side of Subscribe: the subscription, then stay open (half-close ends some streams)."""
-    yield request
-    await asyncio.Event().wait()
 
 
 # -- the source -------------------------------------------------------------------------------
