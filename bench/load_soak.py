@@ -137,7 +137,9 @@ async def load(base: str, scrapers: int, seconds: float) -> dict:
     }
 
 
-async def soak(args, base: str, pid: int, targets_file: Path, fabric: subprocess.Popen, minimum: float) -> dict:
+async def soak(args, base: str, pid: int, targets_file: Path, fabrics: list[subprocess.Popen],
+               minimum: float) -> dict:
+    """`fabrics[0]` is the running simulator; replaced in place so the caller can always stop it."""
     samples = []
     end = time.monotonic() + args.soak_minutes * 60
     cycle = 0
@@ -146,22 +148,21 @@ async def soak(args, base: str, pid: int, targets_file: Path, fabric: subprocess
             cycle += 1
             kind = ("kill", "pause")[cycle % 2]
             if kind == "kill":  # streams drop mid-way, targets gone
-                stop(fabric, signal.SIGKILL)
+                stop(fabrics[0], signal.SIGKILL)
                 await asyncio.sleep(min(20, args.fault_period / 3))
             else:  # stall: every stream stays open but nothing arrives
-                fabric.send_signal(signal.SIGSTOP)
+                fabrics[0].send_signal(signal.SIGSTOP)
                 await asyncio.sleep(min(45, args.fault_period / 2))
-                fabric.send_signal(signal.SIGCONT)
-                stop(fabric, signal.SIGKILL)
-            fabric = start_fabric(args, targets_file)  # new ports: the targets file changes too
-            series = await wait_series(session, base, minimum, timeout=args.fault_period * 3)
+                fabrics[0].send_signal(signal.SIGCONT)
+                stop(fabrics[0], signal.SIGKILL)
+            fabrics[0] = start_fabric(args, targets_file)  # new ports: the targets file changes too
+            series = await wait_series(session, base, minimum, timeout=args.fault_period * 5)
             await asyncio.sleep(max(0, args.fault_period - 30))
             stats = await daemon_stats(session, base, pid)
             stats["cycle"], stats["fault"], stats["gnmi_series"] = cycle, kind, series
             samples.append(stats)
             print(f"  cycle {cycle:3d} ({kind:5}): rss {stats['rss_bytes'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}"
                   f"  tasks {stats['tasks']:4.0f}  series {stats['series']:8.0f}", flush=True)
-    stop(fabric)
     first, last = samples[min(1, len(samples) - 1)], samples[-1]  # cycle 1 warms caches up
     return {"cycles": len(samples), "first": first, "last": last,
             "rss_drift": (last["rss_bytes"] - first["rss_bytes"]) / first["rss_bytes"],
@@ -182,7 +183,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="infrapulse-soak-"))
     targets_file = work / "switches.yaml"
-    fabric = start_fabric(args, targets_file)
+    fabrics = [start_fabric(args, targets_file)]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = work / "fabric.yaml"
@@ -215,7 +216,7 @@ sources:
                 print(f"  first errors: {result['first_errors']}")
             if args.soak_minutes:
                 print(f"soak: {args.soak_minutes:g} min, a fault every {args.fault_period:g}s", flush=True)
-                out = await soak(args, base, daemon.pid, targets_file, fabric, args.series * 0.95)
+                out = await soak(args, base, daemon.pid, targets_file, fabrics, args.series * 0.95)
                 verdict = (abs(out["rss_drift"]) < 0.05 and out["last"]["tasks"] <= out["first"]["tasks"]
                            and out["last"]["fds"] <= out["first"]["fds"] + 2
                            and out["last"]["series"] <= out["first"]["series"] * 1.01)
@@ -228,7 +229,7 @@ sources:
         asyncio.run(run())
     finally:
         stop(daemon)
-        stop(fabric)
+        stop(fabrics[0])
     return 0
 
 
