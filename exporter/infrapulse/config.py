@@ -79,6 +79,8 @@ def load_text(text: str, file: str = "<config>") -> dict[str, Any]:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(file, "", f"invalid YAML: {where}{problem}") from None
+    except RecursionError:  # PyYAML composes recursively: "[[[[..." deeper than the stack
+        raise ConfigError(file, "", "invalid YAML: nested too deeply") from None
     if data is None:
         data = {}
     try:
