@@ -28,7 +28,7 @@ bench: $(STAMP) system-deps
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lint: $(STAMP)
-	$(PY) -m ruff check exporter tests bench scripts dashboards alerts
+	$(PY) -m ruff check exporter tests bench scripts dashboards alerts fuzz
 
 docs: $(STAMP)
 	$(PY) -m infrapulse docs --write
