@@ -194,11 +194,14 @@ async def test_render_cache_shares_a_render_within_its_ttl():
     from infrapulse.store import Snapshot
 
     async with running_daemon("http: {render_cache: 1h}\n") as d:
-        first = await _metrics_text(d.bound_port)
         snap = Snapshot()
         snap.add("infrapulse_source_up", ("x", "y"), 1.0)
         d.store.publish("probe", "t", snap, stale_after=60)
+        first = await _metrics_text(d.bound_port)
+        snap.add("infrapulse_source_up", ("x", "y"), 0.0)  # an in-place update, as gNMI makes
         assert await _metrics_text(d.bound_port) == first  # served from the cache
+        d.store.publish("probe", "t", snap, stale_after=60)  # a publish shows at once
+        assert 'infrapulse_source_up{source="x",target="y"} 0.0' in await _metrics_text(d.bound_port)
     async with running_daemon("http: {render_cache: 0s}\n") as d:
         await _metrics_text(d.bound_port)
         snap = Snapshot()

@@ -62,8 +62,10 @@ def root_schema() -> Section:
                 "idle_timeout": Duration("A connection that sends no request for this long is closed.",
                                          default="15s", min=0.1),
                 "render_cache": Duration("Scrapes within this long of a /metrics render share its bytes "
-                                         "(0s renders every scrape). Keeps bursts of scrapers cheap on "
-                                         "large fabric instances.", default="1s", min=0),
+                                         "unless a source published new data since (0s renders every "
+                                         "scrape). Keeps bursts of scrapers cheap on large fabric "
+                                         "instances, whose streamed gNMI values can then be up to this "
+                                         "old.", default="1s", min=0),
             }),
             "health": _health_section(),
             "sources": _sources_section(),

@@ -27,24 +27,25 @@ REGISTRY_KEY = web.AppKey("registry", object)
 
 
 class RenderCache:
-    """The last encoded /metrics body per (format, compression), reused for `ttl` seconds."""
+    """The last encoded /metrics body per (format, compression), reused for up to `ttl` seconds
+    while the store's generation is unchanged: a poll that publishes new data always shows at
+    once; only streamed in-place updates (gNMI) can be up to `ttl` old."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._entries: dict[tuple[str, bool], tuple[float, bytes, str]] = {}
+        self._entries: dict[tuple[str, bool], tuple[float, int, bytes, str]] = {}
 
-    def get(self, accept: str | None, gzipped: bool, render) -> tuple[bytes, str]:
+    def get(self, accept: str | None, gzipped: bool, generation: int, render) -> tuple[bytes, str]:
         encoder, content_type = exposition.choose_encoder(accept or "")
         key = (content_type, gzipped)
-        now = time.monotonic()
         hit = self._entries.get(key)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1], hit[2]
+        if hit is not None and hit[1] == generation and time.monotonic() - hit[0] < self.ttl:
+            return hit[2], hit[3]
         body = render(encoder)
         if gzipped:
             body = gzip.compress(body, compresslevel=1)
         if self.ttl > 0:
-            self._entries[key] = (time.monotonic(), body, content_type)
+            self._entries[key] = (time.monotonic(), generation, body, content_type)
         return body, content_type
 
 
@@ -55,7 +56,8 @@ async def metrics_handler(request: web.Request) -> web.Response:
     registry = request.app[REGISTRY_KEY]
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     body, content_type = request.app[RENDER_CACHE_KEY].get(
-        request.headers.get("Accept"), gzipped, lambda encoder: encoder(registry))
+        request.headers.get("Accept"), gzipped, request.app[STORE_KEY].generation,
+        lambda encoder: encoder(registry))
     headers = {"Content-Type": content_type}
     if gzipped:
         headers["Content-Encoding"] = "gzip"
