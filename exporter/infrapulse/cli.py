@@ -87,8 +87,11 @@ def cmd_check_config(args) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    enabled = [name for name, section in cfg["sources"].items() if section.get("enabled", True) not in (False,)]
-    print(f"{args.file}: ok (listen {cfg['listen']}, interval {cfg['interval']:g}s, sources: {', '.join(enabled)})")
+    from .sources import registry
+
+    enabled = [name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])]
+    print(f"{args.file}: ok (listen {cfg['listen']}, interval {cfg['interval']:g}s, "
+          f"sources that would run here: {', '.join(enabled) or 'none'})")
     return 0
 
 
