@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import free_port
+from conftest import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
@@ -131,13 +131,7 @@ class AlertmanagerServer:
         return json.loads(text) if text else None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
     def __enter__(self):

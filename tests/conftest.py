@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +12,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+
+
+def stop_process(proc, timeout: float = 10.0) -> None:
+    """SIGTERM a test's child process, SIGKILL it if it has not exited after `timeout`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def free_port() -> int:

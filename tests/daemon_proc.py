@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 
-from conftest import free_port
+from conftest import free_port, stop_process
 
 
 class DaemonProcess:
@@ -47,13 +46,7 @@ class DaemonProcess:
         self.proc.send_signal(sig)
 
     def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=5)
         return self.proc.stdout.read() if self.proc.stdout else ""
 
     def __enter__(self):

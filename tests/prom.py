@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import free_port
+from conftest import free_port, stop_process
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -76,13 +76,7 @@ class PrometheusServer:
         raise AssertionError(f"{expr!r} never satisfied the condition; last result {result}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self._log.close()
 
     def __enter__(self):
