@@ -12,14 +12,13 @@ import re
 import shutil
 import subprocess
 import threading
-import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import yaml
 
-from conftest import free_port, stop_process
+from conftest import free_port, stop_process, wait_http_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
@@ -110,17 +109,7 @@ class AlertmanagerServer:
             stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"alertmanager exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError("alertmanager not ready")
+        wait_http_ready(self.url + "/-/ready", self.proc, self.log_path, "alertmanager", timeout)
 
     def api(self, path: str, body: object | None = None):
         data = json.dumps(body).encode() if body is not None else None

@@ -6,6 +6,8 @@ import contextlib
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,41 @@ def stop_process(proc, timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def wait_http_ready(url: str, proc, log_path: Path, what: str, timeout: float = 30.0) -> None:
+    """Poll `url` until it answers 200; fail early with the log tail if `proc` exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited: {log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{what} not ready")
+
+
+async def scrape_until(daemon, predicate, attempts: int = 50) -> dict:
+    """Scrape an in-process daemon's /metrics until `predicate(values)` holds (or attempts run out)."""
+    import asyncio
+
+    import aiohttp
+
+    from helpers import parse_exposition
+
+    url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
+    values: dict = {}
+    async with aiohttp.ClientSession() as session:
+        for _ in range(attempts):
+            async with session.get(url) as resp:
+                values = parse_exposition(await resp.text())
+            if predicate(values):
+                break
+            await asyncio.sleep(0.1)
+    return values
 
 
 def free_port() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from conftest import free_port, stop_process
+from conftest import free_port, stop_process, wait_http_ready
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -46,17 +46,7 @@ class PrometheusServer:
             stdout=self._log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError("prometheus not ready")
+        wait_http_ready(self.url + "/-/ready", self.proc, self.log_path, "prometheus", timeout)
 
     def query(self, expr: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"

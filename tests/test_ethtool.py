@@ -10,11 +10,10 @@ import os
 import struct
 from pathlib import Path
 
-import aiohttp
 import pytest
 
-from conftest import running_daemon
-from helpers import parse_exposition, render_store, samples_of, value
+from conftest import running_daemon, scrape_until
+from helpers import render_store, samples_of, value
 from infrapulse.simulate.nic_stats import NicStats, mlx5_stat_names, write_stats
 from infrapulse.simulate.sysfs_tree import demo_devices, write_tree
 from infrapulse.sources.base import SourceContext
@@ -383,16 +382,7 @@ def test_vanished_interface_is_reported_and_re_resolved(tmp_path):
 async def test_daemon_serves_nic_metrics(tmp_path):
     (tmp_path / "ens1f0np0.json").write_text(json.dumps(FIXTURE_STATS))
     config = f"interval: 1s\nsources:\n  ethtool:\n    stats_dir: {tmp_path}\n    interfaces: [ens1f0np0]\n"
-    import asyncio
-
     async with running_daemon(config) as daemon:
-        url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
-        async with aiohttp.ClientSession() as session:
-            for _ in range(50):
-                async with session.get(url) as resp:
-                    values = parse_exposition(await resp.text())
-                if samples_of(values, "infrapulse_nic_pfc_pause_frames_total"):
-                    break
-                await asyncio.sleep(0.1)
+        values = await scrape_until(daemon, lambda v: samples_of(v, "infrapulse_nic_pfc_pause_frames_total"))
     assert value(values, "infrapulse_nic_pfc_pause_duration_seconds_total", interface="ens1f0np0",
                  priority="3", direction="rx") == 2.5

@@ -7,11 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
-import aiohttp
 import pytest
 from prometheus_client import generate_latest
 
-from conftest import running_daemon
+from conftest import running_daemon, scrape_until
 from helpers import parse_exposition, render_store, samples_of, value
 from infrapulse.metrics import DaemonState, make_registry
 from infrapulse.simulate.sysfs_tree import (
@@ -389,18 +388,9 @@ def test_rdma_netdevs(tree):
 
 async def test_daemon_serves_infiniband_metrics(tree):
     config = f"interval: 1s\nsources:\n  infiniband:\n    sysfs_root: {tree.root}\n"
+    key = ("infrapulse_rdma_port_transmitted_bytes_total", frozenset({"device": "mlx5_0", "port": "1"}.items()))
     async with running_daemon(config) as daemon:
-        url = f"http://127.0.0.1:{daemon.bound_port}/metrics"
-        async with aiohttp.ClientSession() as session:
-            for _ in range(50):
-                async with session.get(url) as resp:
-                    values = parse_exposition(await resp.text())
-                if ("infrapulse_rdma_port_transmitted_bytes_total",
-                        frozenset({"device": "mlx5_0", "port": "1"}.items())) in values:
-                    break
-                import asyncio
-
-                await asyncio.sleep(0.1)
+        values = await scrape_until(daemon, lambda v: key in v)
     assert value(values, "infrapulse_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == 4000
     assert value(values, "infrapulse_source_up", source="infiniband", target="mlx5_0") == 1
 
