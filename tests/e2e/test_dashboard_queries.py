@@ -127,8 +127,9 @@ def test_correlation_join_finds_the_switch_ports_of_the_node(results):
         assert {(row["metric"]["switch"], row["metric"]["interface"]) for row in series} <= facing
 
 
-def test_variables_resolve_to_demo_values(stack):
-    """The single-value node variable of the correlation dashboard finds the demo's host."""
+def test_variables_resolve_to_demo_values(stack, results):
+    """The single-value node variable of the correlation dashboard finds the demo's host (once
+    `results` has waited for Prometheus to hold data)."""
     board = load_dashboards()["infrapulse-correlation"]
     values = variable_values(stack.prometheus_url, board)
     assert values["node"] == "gpu-node-01"
