@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
 from infrapulse.sources.gnmi_ingest import SwitchState
@@ -165,3 +166,121 @@ def test_series_limit_bounds_a_flood_of_new_paths():
     assert state.bound == 40
     state.apply(note("/interfaces/interface[name=Ethernet0]", [("state/counters/in-octets", pb.TypedValue(uint_val=9))]))
     assert received[("sw", "Ethernet0")] == 9 and state.bound == 41
+
+
+# -- the bulk path (gnmi_wire) against the per-update path --------------------------------------
+
+
+def cumulus_notes(ports: int, bump: int) -> list[pb.Notification]:
+    """A Cumulus switch's whole tree as a switch sends it: one notification per port subtree
+    (interface, PFC priority, queue), every leaf relative to that prefix; values move with `bump`."""
+    from infrapulse.simulate.gnmi_target import SimSwitch
+
+    switch = SimSwitch("sw", "nvidia-cumulus", ports=ports, frozen=True)
+    groups: dict[tuple, list] = {}
+    for container, leaves in switch.containers():
+        depth = 2 if container[0][0] in ("interfaces", "lldp") else 3
+        prefix, rest = container[:depth], container[depth:]
+        for leaf, value in leaves.items():
+            groups.setdefault(prefix, []).append((rest + ((leaf, ()),), value))
+    out = []
+    for prefix, leaves in groups.items():
+        updates = []
+        for i, (rel, value) in enumerate(leaves):
+            val = pb.TypedValue(string_val=value) if isinstance(value, str) else pb.TypedValue(uint_val=value + bump * (i + 1))
+            updates.append(pb.Update(path=to_proto(format_path(rel)), val=val))
+        out.append(pb.Notification(prefix=to_proto(format_path(prefix), "openconfig"), update=updates))
+    return out
+
+
+def bulk_plans(state: SwitchState) -> int:
+    return sum(1 for p in state._prefixes.values() for plan in p.plans.values() if plan[1] is not None)  # noqa: SLF001
+
+
+def test_bulk_path_writes_exactly_what_the_per_update_path_writes(monkeypatch):
+    bulk, each = SwitchState("sw", PROFILES["nvidia-cumulus"]), SwitchState("sw", PROFILES["nvidia-cumulus"])
+    monkeypatch.setattr(each, "_apply_bulk", lambda *args: False)
+    for bump in (0, 7, 1000):
+        for n in cumulus_notes(ports=3, bump=bump):
+            bulk.apply(n)
+            each.apply(n)
+        assert series(bulk) == series(each)
+    assert bulk.bound == each.bound == len(series(bulk)) > 100
+    assert bulk.updates == each.updates and bulk.malformed == each.malformed == 0
+    # The QoS subtree of each port (PFC + queues, all numbers) went in bulk; the interface and
+    # LLDP subtrees hold strings (oper-status, neighbour names) and went leaf by leaf.
+    assert bulk_plans(bulk) == 3 and bulk_plans(each) == 0
+    # The profile's scale applies in bulk too: pause duration is sent in microseconds.
+    got = series(bulk)
+    durations = {k: v for k, v in got.items() if k[0] == "infrapulse_switch_pfc_pause_duration_seconds_total"}
+    assert len(durations) == 3 * 8 * 2
+    qos = next(n for n in cumulus_notes(3, 1000) if format_path(from_proto(n.prefix, True)).endswith(
+        "interface[interface-id=swp1]"))
+    sent = {format_path(from_proto(u.path, True)): u.val.uint_val for u in qos.update}
+    assert got[("infrapulse_switch_pfc_pause_duration_seconds_total", ("sw", "swp1", "3", "rx"))] == pytest.approx(
+        sent["/switch-priority[priority=3]/state/in-pause-duration"] * 1e-6)
+    assert got[("infrapulse_switch_queue_ecn_marked_packets_total", ("sw", "swp1", "5"))] == \
+        sent["/output/queues/queue[name=5]/state/ecn-marked-pkts"]
+
+
+def test_bulk_path_falls_back_for_mixed_kinds_and_values_stay_exact():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    prefix = "/interfaces/interface[name=E1]/state/counters"
+    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=10)), ("out-octets", pb.TypedValue(uint_val=20))]))
+    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=11)), ("out-octets", pb.TypedValue(double_val=2.5))]))
+    state.apply(note(prefix, [("in-octets", pb.TypedValue(int_val=-3)), ("out-octets", pb.TypedValue(int_val=40))]))
+    assert series(state) == {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): -3.0,
+                             ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 40.0}
+    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=12)), ("out-octets", pb.TypedValue())]))
+    assert series(state)[("infrapulse_switch_interface_received_bytes_total", ("sw", "E1"))] == 12.0
+    assert state.malformed == 1  # the empty value, found by the per-update path
+    assert all(isinstance(v, float) for v in series(state).values())
+
+
+def test_deletes_and_sweeps_invalidate_bulk_plans():
+    """A plan writes straight into series dicts: once a binding is gone, the plan must go too,
+    or the next sample would revive a series nothing tracks (and nothing would ever expire)."""
+    state = SwitchState("sw", PROFILES["nvidia-cumulus"])
+    notes = cumulus_notes(ports=2, bump=0)
+    for n in notes:
+        state.apply(n)
+    full = len(series(state))
+    state.apply(note("", [], deletes=("/qos/interfaces/interface[interface-id=swp1]",)))
+    assert state.bound == len(series(state)) < full
+    for n in notes:
+        state.apply(n)
+    assert state.bound == len(series(state)) == full
+    # Three sweeps without data: every SAMPLE series expires; ON_CHANGE (oper-status, LLDP) stays.
+    for _ in range(3):
+        state.sweep()
+    remaining = series(state)
+    assert state.bound == len(remaining)
+    assert {f for f, _ in remaining} <= {"infrapulse_switch_interface_oper_up", "infrapulse_switch_lldp_neighbor_info"}
+    for n in notes:
+        state.apply(n)
+    assert state.bound == len(series(state)) == full
+
+
+def test_undecodable_bytes_inside_a_notification_are_counted_and_skipped():
+    from infrapulse.sources import gnmi_wire as wire
+
+    def response(prefix: bytes, updates: list[bytes]) -> bytes:
+        return wire.RawSubscribeResponse(update={"prefix": prefix, "update": updates}).SerializeToString()
+
+    state = SwitchState("sw", PROFILES["openconfig"])
+    prefix = to_proto("/interfaces/interface[name=E1]/state", "openconfig").SerializeToString()
+    good = pb.Update(path=to_proto("counters/in-octets"), val=pb.TypedValue(uint_val=5)).SerializeToString()
+    bad_path = b"\x0a\x03\xff\xff\xff" + b"\x1a\x02\x18\x01"  # path: truncated field; val: uint 1
+    bad_val = pb.Update(path=to_proto("counters/out-octets")).SerializeToString() + b"\x1a\x02\x0a\xff"
+    raw = response(prefix, [good, bad_path, bad_val])
+    assert pb.SubscribeResponse.FromString(response(prefix, [good])).update.update[0].val.uint_val == 5
+    with pytest.raises(DecodeError):  # the bulk view refuses it; the stream reader then passes None
+        wire.SubscribeResponse.FromString(raw)
+    state.apply_wire(None, raw)
+    assert series(state) == {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): 5.0}
+    assert state.malformed == 2 and state.updates == 3
+    raw = response(b"\x0a\x05zz", [good])  # undecodable prefix
+    state.apply_wire(wire.SubscribeResponse.FromString(raw).update, raw)
+    assert state.malformed == 3 and state.updates == 4 and len(series(state)) == 1
+    state.apply_wire(None, b"\x0a\x05\xff")  # not even a notification frame
+    assert state.malformed == 4 and state.updates == 4

@@ -24,17 +24,20 @@ from pathlib import Path
 
 import grpc
 import yaml
+from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from .. import shard as shard_mod
 from ..backoff import Backoff
 from ..schema import AutoBool, Bool, Duration, Int, ListOf, SchemaError, Section, Str
+from . import gnmi_wire as wire
 from .base import Source, SourceContext
 from .gnmi_ingest import SwitchState
 from .gnmi_paths import to_proto
 from .gnmi_profile import Profile, ProfileError, StreamSpec, load_profiles
 
+SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
 ENCODING_ENUM = {"proto": pb.PROTO, "json": pb.JSON, "json_ietf": pb.JSON_IETF}
 MODE_ENUM = {"sample": pb.SAMPLE, "on_change": pb.ON_CHANGE, "target_defined": pb.TARGET_DEFINED}
 HOUSEKEEPING_SECONDS = 1.0
@@ -328,6 +331,13 @@ def open_channel(conn: dict) -> grpc.aio.Channel:
     return grpc.aio.secure_channel(conn["address"], creds, options=options)
 
 
+def _error_message(raw: bytes) -> str:
+    try:
+        return pb.Error.FromString(raw).message
+    except DecodeError:
+        return "(undecodable error message)"
+
+
 def choose_encoding(supported: list[int], profile: Profile, override: str) -> str:
     """The profile's most preferred encoding the switch announced (JSON if it announced none)."""
     wanted = [override] if override != "auto" else profile.encodings
@@ -432,20 +442,24 @@ class SwitchSession:
                     raise
                 supported = []  # Capabilities is optional on some targets
             self.encoding = choose_encoding(supported, self.profile, self.conn["encoding"])
-            await self._stream_all(stub, metadata)
+            await self._stream_all(channel, metadata)
         finally:
             await channel.close(grace=None)
 
-    async def _stream_all(self, stub: pb_grpc.gNMIStub, metadata) -> None:
+    async def _stream_all(self, channel: grpc.aio.Channel, metadata) -> None:
         self.state.begin_session()
         streams = self.profile.streams
         calls = []
+        # Responses arrive as raw bytes: `_read` decodes them with the bulk wire view
+        # (gnmi_wire) instead of the stub's full SubscribeResponse parse.
+        subscribe = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
+                                          response_deserializer=None)
         # The request side is written once and left open (half-closing ends some switches'
         # streams). Writing on the call, rather than handing grpc an endless request generator,
         # leaves no consumer task behind to be torn down on every reconnect.
         for stream in streams:
             request = subscribe_request(stream, self.encoding, self.conn["sample_interval"])
-            call = stub.Subscribe(metadata=metadata)
+            call = subscribe(metadata=metadata)
             calls.append(call)
             await call.write(request)
         synced = [False] * len(calls)
@@ -466,19 +480,25 @@ class SwitchSession:
 
     async def _read(self, call, index: int, synced: list[bool]) -> None:
         state = self.state
-        apply = state.apply
+        apply = state.apply_wire
+        parse = wire.SubscribeResponse.FromString
         monotonic = time.monotonic
-        async for resp in call:
+        async for raw in call:
             self._last_rx_mono = monotonic()
+            try:
+                resp = parse(raw)
+            except DecodeError:  # damaged inside: the per-update path takes what is intact
+                apply(None, raw)
+                continue
             which = resp.WhichOneof("response")
             if which == "update":
-                apply(resp.update)
+                apply(resp.update, raw)
             elif which == "sync_response" and not synced[index]:
                 synced[index] = True
                 if all(synced):
                     self._on_synced()
             elif which == "error":
-                raise SessionError("error", f"the switch reported an error: {resp.error.message}")
+                raise SessionError("error", f"the switch reported an error: {_error_message(resp.error)}")
 
     def _on_synced(self) -> None:
         self.state.on_sync()

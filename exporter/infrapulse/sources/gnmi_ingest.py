@@ -4,11 +4,16 @@ Each switch has one `SwitchState`, which owns a `Snapshot` published into the st
 then updated in place: everything runs on the event-loop thread, so /metrics always reads a
 consistent view, and an update costs a few dictionary operations rather than a new snapshot.
 
-The hot path (PROTO leaves) resolves each (prefix, path) pair once: the serialized bytes of the
-prefix and of the update path key a cache of `Binding`s, each pointing straight at the series
-dict and label tuple it writes. A new leaf path is matched against the profile once and cached
-(unmapped leaves cache `None`, so they cost one lookup). JSON values are flattened into leaves
-and bound the same way, keyed by their path tuple.
+The hot path takes each SubscribeResponse as raw bytes. A notification whose updates all carry
+plain numbers (a SAMPLE of counters) goes in bulk: one parse with the `gnmi_wire` bulk view
+yields its update paths and its values by kind, the tuple of paths (the notification's
+"shape") finds a cached plan, and the plan writes each family's values with one C-level
+`dict.update`. Everything else (strings and enums, LLDP parts, JSON subtrees, mixed or missing
+values) goes update by update: raw path bytes key a per-prefix
+cache of `Binding`s, each pointing straight at the series dict and label tuple it writes. A new
+leaf path is matched against the profile once and cached (unmapped leaves cache `None`, so they
+cost one lookup). JSON values are flattened into leaves and bound the same way, keyed by their
+path tuple.
 
 Series lifetime follows gNMI semantics:
   - the initial sync of a (re)connected stream is the full state: at sync_response every series
@@ -25,9 +30,15 @@ from __future__ import annotations
 
 import sys
 import time
+from itertools import repeat
+from operator import itemgetter, mul
 from typing import Any
 
+from google.protobuf.message import DecodeError
+from pygnmi.spec.v080 import gnmi_pb2 as pb
+
 from ..store import Snapshot
+from . import gnmi_wire as wire
 from .gnmi_families import (
     LAST_UPDATE,
     MALFORMED,
@@ -50,6 +61,9 @@ from .gnmi_values import (
 )
 
 _MISSING = object()
+# Notification shapes remembered per prefix; a switch varies them (suppress_redundant sends only
+# what changed), so keep a few and start over when they run out.
+MAX_PLANS_PER_PREFIX = 4
 _STATUS_NAMES = frozenset(f.name for f in STATUS_FAMILIES)
 # Unmapped leaf paths are cached as None so they cost one lookup; past this many, stop caching
 # them (a device streaming ever-new paths must not grow memory without bound).
@@ -63,15 +77,30 @@ MAX_SHARED_PATHS = 100_000
 DEFAULT_MAX_SERIES = 50_000
 
 
-def _relative_path(pk: bytes, path: Any, strip: bool) -> tuple[bytes, ElemPath]:
-    """(canonical key bytes, decoded path) of an update path, shared by every binding using it."""
+def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
+    """(shared copy of the path bytes, decoded path) of an update path, shared by every binding
+    using it. Raises DecodeError for bytes that are not a gnmi.Path."""
     found = _REL_PATHS.get((pk, strip))
     if found is None:
+        path = pb.Path.FromString(pk)
         found = (pk, tuple((sys.intern(n), tuple((sys.intern(k), sys.intern(v)) for k, v in keys))
                            for n, keys in from_proto(path, strip)))
         if len(_REL_PATHS) < MAX_SHARED_PATHS:
             _REL_PATHS[(pk, strip)] = found
     return found
+
+
+def _raw_updates(raw: bytes) -> Any:
+    """Each update of the notification in SubscribeResponse bytes `raw`, as its own raw bytes."""
+    return wire.RawSubscribeResponse.FromString(raw).update.update
+
+
+def _picker(positions: list[int]) -> Any:
+    """A C-level function taking a plan group's values out of the notification's value list."""
+    first, last = positions[0], positions[-1]
+    if last - first + 1 == len(positions):  # contiguous (the usual case): one slice
+        return itemgetter(slice(first, last + 1))
+    return itemgetter(*positions)  # at least two positions here, so it returns a tuple
 
 
 class _Entity:
@@ -137,11 +166,15 @@ class Binding:
 
 
 class _Prefix:
-    __slots__ = ("elems", "bindings", "seen")
+    """One notification prefix (raw bytes as sent): its bindings by raw update path, and plans
+    for the bulk path by notification shape (the tuple of update paths, in order)."""
+
+    __slots__ = ("elems", "bindings", "plans", "seen")
 
     def __init__(self, elems: ElemPath) -> None:
         self.elems = elems
         self.bindings: dict[bytes, Binding | None] = {}
+        self.plans: dict[tuple[bytes, ...], Any] = {}
         self.seen = 0
 
 
@@ -188,6 +221,9 @@ class SwitchState:
     def up(self) -> bool:
         return self._up[self._key] == 1.0
 
+    def count_malformed(self, n: int = 1) -> None:
+        self._malformed[self._key] += n
+
     def count_reconnect(self) -> None:
         self._reconnects[self._key] += 1.0
 
@@ -226,33 +262,172 @@ class SwitchState:
     # -- ingest -------------------------------------------------------------------------------
 
     def apply(self, n: Any) -> None:
-        """Take one Notification into the live series (the hot path)."""
-        pkey = n.prefix.SerializeToString()
-        pctx = self._prefixes.get(pkey)
-        if pctx is None:
-            if self.bound >= self.max_series or len(self._prefixes) >= self.max_series:
-                # A new prefix could only bring new series (or unmapped paths to remember).
-                self._dropped[self._key] += len(n.update)
-                self._updates[self._key] += len(n.update)
-                if n.delete:  # deletes still apply: they are what frees room
-                    self._delete(from_proto(n.prefix, self.strip), n.delete)
+        """Take one decoded `gnmi.Notification` (tests, tools); streams use `apply_wire`."""
+        raw = pb.SubscribeResponse(update=n).SerializeToString()
+        self.apply_wire(wire.SubscribeResponse.FromString(raw).update, raw)
+
+    def apply_wire(self, n: Any, raw: bytes) -> None:
+        """Take one notification into the live series: the hot path. `n` is the bulk view
+        (`gnmi_wire.SubscribeResponse`) of the SubscribeResponse bytes `raw`, or None when the
+        bulk view could not parse them (an update inside is damaged). Counter samples go in bulk
+        (`_apply_bulk`); anything else update by update, from `raw`."""
+        key = self._key
+        if n is None:
+            try:
+                response = wire.RawSubscribeResponse.FromString(raw)
+            except DecodeError:
+                response = None
+            if response is None or response.WhichOneof("response") != "update":
+                self._malformed[key] += 1
                 return
-            pctx = self._prefixes[pkey] = _Prefix(from_proto(n.prefix, self.strip))
+            prefix, deletes = response.update.prefix, response.update.delete
+        else:
+            prefix, deletes = n.prefix, n.delete
+        self.last_rx = now = time.time()
+        self._last[key] = now
+        pctx = self._prefixes.get(prefix)
+        if pctx is None:
+            pctx = self._new_prefix(prefix, raw)
+            if pctx is None:
+                if deletes:  # deletes still apply: they are what frees room
+                    self._delete_raw((), prefix, deletes)
+                return
         pctx.seen = self.tick
+        merged = n.update if n is not None else None
+        if merged is not None and self._apply_bulk(pctx, merged.path, merged.val.ListFields(), raw):
+            self._updates[key] += len(merged.path)
+        else:
+            raw_updates = _raw_updates(raw)
+            self._updates[key] += len(raw_updates)
+            bad = self._apply_each(pctx, raw_updates)
+            if bad:
+                self._malformed[key] += bad
+        if deletes:
+            self._delete_raw(pctx.elems, b"", deletes)
+
+    def _new_prefix(self, raw_prefix: bytes, raw: bytes) -> _Prefix | None:
+        """The state of a prefix seen for the first time; None (counted) when it cannot be kept."""
+        count = len(_raw_updates(raw))
+        self._updates[self._key] += count
+        if self.bound >= self.max_series or len(self._prefixes) >= self.max_series:
+            # A new prefix could only bring new series (or unmapped paths to remember).
+            self._dropped[self._key] += count
+            return None
+        try:
+            elems = from_proto(pb.Path.FromString(raw_prefix), self.strip)
+        except DecodeError:
+            self._malformed[self._key] += max(count, 1)
+            return None
+        self._updates[self._key] -= count  # counted again once applied
+        pctx = self._prefixes[raw_prefix] = _Prefix(elems)
+        return pctx
+
+    def _apply_bulk(self, pctx: _Prefix, paths: Any, kinds: list, raw: bytes) -> bool:
+        """All updates at once, when their paths and value kinds match a plan (see `gnmi_wire`):
+        `paths` lists every update's path bytes, `kinds` every value by kind. False: nothing was
+        written, take the per-update path."""
+        if not paths:
+            return not kinds  # a notification with only deletes; values without paths: malformed
+        # Which kinds, how many of each: a leaf's type is fixed by its YANG schema, so an
+        # unchanged signature means every value sits where the plan expects it.
+        signature = tuple([(field, len(values)) for field, values in kinds])
+        shape = tuple(paths)
+        plan = pctx.plans.get(shape)
+        if plan is None or plan[0] != signature:
+            plan = self._plan(pctx, shape, signature, raw)
+            if plan is None:
+                return False
+        groups = plan[1]
+        if groups is None:
+            return False
+        for series, labels, slot, pick, scale in groups:
+            series.update(zip(labels, map(mul, pick(kinds[slot][1]), repeat(scale))))
+        return True
+
+    def _plan(self, pctx: _Prefix, shape: tuple[bytes, ...], signature: tuple, raw: bytes) -> tuple | None:
+        """Plan a notification shape once: group its positions by the series dict they write.
+
+        The plan, (signature, groups), is cached on the prefix; each group is (series dict, label
+        tuples, slot of the value kind in `signature`, picker of those values, scale). groups is
+        None when some leaf needs per-leaf handling (an enum, an `_info` part, a value that is not
+        a number, a JSON subtree). Returns None when the shape cannot be planned now: an update
+        without exactly one path and one value, an undecodable value, or binding every path could
+        cross the series limit (the per-update path counts those)."""
+        if self.bound + len(shape) > self.max_series or sum(n for _, n in signature) != len(shape):
+            return None
+        try:
+            updates = [wire.Update.FromString(u) for u in _raw_updates(raw)]
+            kinds = [pb.TypedValue.FromString(u.val).WhichOneof("value") for u in updates]
+        except DecodeError:
+            return None
+        if len(updates) != len(shape) or any(u.path != path for u, path in zip(updates, shape)):
+            return None
+        slots = {field.name: slot for slot, (field, _) in enumerate(signature)}
+        seen = dict.fromkeys(slots, 0)  # values of each kind before this position
+        groups: dict[tuple, tuple[dict, float, int, list, list]] | None = {}
+        key = []  # the shape again, holding the shared copies of the path bytes
+        bindings = pctx.bindings
+        for path, kind in zip(shape, kinds):
+            if kind not in slots:
+                return None
+            index = seen[kind]
+            seen[kind] = index + 1
+            if kind in JSON_FIELDS:  # a subtree: its leaves bind one by one
+                groups = None
+            if groups is None:
+                key.append(path)
+                continue
+            b = bindings.get(path, _MISSING)
+            if b is _MISSING:
+                try:
+                    path, rel = _relative_path(path, self.strip)
+                except DecodeError:
+                    return None
+                b = self._bind(pctx.elems, rel, bindings, path, pctx)
+            key.append(path)
+            if b is None:
+                continue  # an unmapped leaf
+            if not b.numeric or kind not in wire.NUMERIC_KINDS:
+                groups = None
+                continue
+            group = groups.get((id(b.series), b.scale, kind))
+            if group is None:
+                group = groups[(id(b.series), b.scale, kind)] = (b.series, b.scale, slots[kind], [], [])
+            group[3].append(b.labels)
+            group[4].append(index)
+        if groups is not None:
+            groups = tuple((series, tuple(labels), slot, _picker(indexes), scale)
+                           for series, scale, slot, labels, indexes in groups.values())
+        plan = (signature, groups)
+        if len(pctx.plans) >= MAX_PLANS_PER_PREFIX:
+            pctx.plans.clear()  # a switch whose updates vary in shape: keep only recent ones
+        pctx.plans[tuple(key)] = plan
+        return plan
+
+    def _apply_each(self, pctx: _Prefix, raw_updates: Any) -> int:
+        """The general path, one update at a time; returns the number of malformed updates."""
         get = pctx.bindings.get
         bad = 0
-        updates = n.update
-        for u in updates:
-            val = u.val
+        for raw in raw_updates:
+            try:
+                u = wire.Update.FromString(raw)
+                val = pb.TypedValue.FromString(u.val)
+            except DecodeError:
+                bad += 1
+                continue
             which = val.WhichOneof("value")
-            b = get(u.path.SerializeToString(), _MISSING)
+            b = get(u.path, _MISSING)
             if b is None or b is _MISSING:
                 if which in JSON_FIELDS:  # a JSON value binds per leaf inside it
-                    bad += self._apply_json(pctx.elems, u, which)
+                    bad += self._apply_json(pctx.elems, u.path, val, which)
                     continue
                 if b is None:
                     continue
-                pk, rel = _relative_path(u.path.SerializeToString(), u.path, self.strip)
+                try:
+                    pk, rel = _relative_path(u.path, self.strip)
+                except DecodeError:
+                    bad += 1
+                    continue
                 b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx)
                 if b is None:
                     continue
@@ -263,25 +438,18 @@ class SwitchState:
                 self._set(b, load_json(getattr(val, which)) if which in JSON_FIELDS else scalar(val, which))
             except MalformedValue:
                 bad += 1
-        if n.delete:
-            self._delete(pctx.elems, n.delete)
-        key = self._key
-        self._updates[key] += len(updates)
-        if bad:
-            self._malformed[key] += bad
-        self.last_rx = now = time.time()
-        self._last[key] = now
+        return bad
 
-    def _apply_json(self, base: ElemPath, u: Any, which: str) -> int:
+    def _apply_json(self, base: ElemPath, raw_path: bytes, val: Any, which: str) -> int:
         try:
-            doc = load_json(getattr(u.val, which))
-        except MalformedValue:
+            doc = load_json(getattr(val, which))
+            path = base + from_proto(pb.Path.FromString(raw_path), self.strip)
+        except (MalformedValue, DecodeError):
             return 1
         cache = self._json_bindings
         tick = self.tick
         bad = 0
-        for leaf, value in flatten_json(base + from_proto(u.path, self.strip), doc,
-                                        self.profile.list_keys, self.strip):
+        for leaf, value in flatten_json(path, doc, self.profile.list_keys, self.strip):
             b = cache.get(leaf, _MISSING)
             if b is _MISSING:
                 b = self._bind((), leaf, cache, leaf)
@@ -375,6 +543,8 @@ class SwitchState:
     def _remove(self, b: Binding) -> None:
         if b.home.pop(b.key, None) is not None:
             self.bound -= 1
+        if b.owner is not None:
+            b.owner.plans.clear()  # plans write straight into series: none may outlive a binding
         entity = b.entity
         if entity is not None:
             # The entity itself stays: its other parts' bindings still point at it.
@@ -383,9 +553,17 @@ class SwitchState:
         else:
             b.series.pop(b.labels, None)
 
-    def _delete(self, prefix: ElemPath, deletes: Any) -> None:
-        for d in deletes:
-            target = prefix + from_proto(d, self.strip)
+    def _delete_raw(self, prefix: ElemPath, raw_prefix: bytes, deletes: Any) -> None:
+        """Drop the series at or below each delete path (raw gnmi.Path bytes under the prefix,
+        given decoded or, for a prefix not seen before, raw)."""
+        try:
+            if raw_prefix:
+                prefix = from_proto(pb.Path.FromString(raw_prefix), self.strip)
+            targets = [prefix + from_proto(pb.Path.FromString(d), self.strip) for d in deletes]
+        except DecodeError:
+            self._malformed[self._key] += 1
+            return
+        for target in targets:
             self._drop(lambda b, t=target: path_covers(t, b.path))
 
     def series_count(self) -> int:
