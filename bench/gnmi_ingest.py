@@ -11,6 +11,7 @@ one run:
       taking updates into the store; updates/s over wall time and per CPU-second;
   (c) pygnmi 0.8.15: gNMIclient.subscribe2 + its telemetryParser (what a Python user writes
       today), same stream;
+  (d) the transport floor: grpc.aio receiving the same streams as bytes and dropping them;
   plus RSS with ~250k+ live series and the /metrics render time of those series beside
   prometheus_client's own registry (labelled Counter/Gauge children) rendering the same series.
 
@@ -256,6 +257,43 @@ def in_process_apply(messages: list[bytes], seconds: float, switches: int) -> fl
     return leaves / (time.process_time() - started)
 
 
+async def transport_floor(port: int, switches: int, seconds: float, leaves_per_message: float) -> float:
+    """grpc.aio alone: the same streams (a channel each, as the source opens them), every message
+    received as bytes and dropped. No Python gRPC client can take updates faster than this."""
+    import grpc
+
+    from infrapulse.sources.gnmi import SUBSCRIBE_METHOD
+
+    channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0)])
+                for _ in range(switches)]
+    received = [0]
+
+    async def drain(channel) -> None:
+        call = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
+                                     response_deserializer=None)()
+        await call.write(pb.SubscribeRequest())
+        async for _ in call:
+            received[0] += 1
+
+    tasks = [asyncio.create_task(drain(c)) for c in channels]
+    await asyncio.sleep(2.0)
+    m0, c0 = received[0], time.process_time()
+    await asyncio.sleep(seconds)
+    m1, c1 = received[0], time.process_time()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for channel in channels:
+        await channel.close()
+    return (m1 - m0) * leaves_per_message / (c1 - c0)
+
+
+async def measure_clients(port: int, switches: int, seconds: float, leaves_per_message: float) -> tuple[dict, float]:
+    # One event loop for both: grpc.aio binds its completion-queue poller to the first loop.
+    ours = await run_infrapulse(port, switches, seconds)
+    return ours, await transport_floor(port, switches, min(seconds, 4.0), leaves_per_message)
+
+
 # -- (c) pygnmi -----------------------------------------------------------------------------------
 
 
@@ -323,10 +361,12 @@ def main() -> None:
         ceiling = raw_decode(messages, min(args.seconds, 4.0))
         print(f"(a) raw protobuf decode (ceiling):     {ceiling:>12,.0f} leaves/s per CPU-second")
 
-        ours = asyncio.run(run_infrapulse(port, args.switches, args.seconds))
+        ours, floor = asyncio.run(measure_clients(port, args.switches, args.seconds, per_switch / len(messages)))
         print(f"(b) infrapulse gnmi source into store: {ours['updates_per_s_wall']:>12,.0f} updates/s wall "
               f"({ours['updates_per_cpu_s']:,.0f}/CPU-s; process CPU {ours['cpu_s']:.2f}s over "
               f"{ours['wall_s']:.2f}s wall, event-loop thread {ours['main_thread_cpu_s']:.2f}s)")
+        print(f"(d) grpc.aio transport alone, bytes dropped: {floor:>8,.0f} leaves/s per CPU-s "
+              f"({ceiling / floor:.2f}x the raw decode's cost before any decoding)")
         pyg, pyg_cpu = run_pygnmi(port, args.seconds, streams=args.switches)
         print(f"(c) pygnmi subscribe2 + telemetryParser: {pyg:>11,.0f} updates/s wall ({pyg_cpu:,.0f}/CPU-s; "
               f"{args.switches} subscriptions = {args.switches} client threads)")
