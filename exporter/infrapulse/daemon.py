@@ -19,6 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from . import config as config_mod
+from . import memory
 from .http import make_app
 from .metrics import DaemonState, make_registry
 from .plugins import optional_modules
@@ -63,6 +64,8 @@ class Daemon:
         return self.listen_override or self.config["listen"]
 
     async def start(self) -> None:
+        memory.tune()  # before any source starts gRPC's threads
+        self.services.append(asyncio.create_task(memory.trim_periodically(), name="malloc-trim"))
         for module in optional_modules(EXTENSIONS):
             module.attach(self)
         self._start_sources(self.config)
