@@ -221,9 +221,6 @@ class SwitchState:
     def up(self) -> bool:
         return self._up[self._key] == 1.0
 
-    def count_malformed(self, n: int = 1) -> None:
-        self._malformed[self._key] += n
-
     def count_reconnect(self) -> None:
         self._reconnects[self._key] += 1.0
 
@@ -306,21 +303,22 @@ class SwitchState:
             self._delete_raw(pctx.elems, b"", deletes)
 
     def _new_prefix(self, raw_prefix: bytes, raw: bytes) -> _Prefix | None:
-        """The state of a prefix seen for the first time; None (counted) when it cannot be kept."""
+        """The state of a prefix seen for the first time, or None when it cannot be kept: its
+        updates are then counted (as dropped, or malformed) and skipped."""
+        over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
+        if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
+            try:
+                pctx = self._prefixes[raw_prefix] = _Prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip))
+                return pctx
+            except DecodeError:
+                pass
         count = len(_raw_updates(raw))
         self._updates[self._key] += count
-        if self.bound >= self.max_series or len(self._prefixes) >= self.max_series:
-            # A new prefix could only bring new series (or unmapped paths to remember).
+        if over_limit:
             self._dropped[self._key] += count
-            return None
-        try:
-            elems = from_proto(pb.Path.FromString(raw_prefix), self.strip)
-        except DecodeError:
+        else:
             self._malformed[self._key] += max(count, 1)
-            return None
-        self._updates[self._key] -= count  # counted again once applied
-        pctx = self._prefixes[raw_prefix] = _Prefix(elems)
-        return pctx
+        return None
 
     def _apply_bulk(self, pctx: _Prefix, paths: Any, kinds: list, raw: bytes) -> bool:
         """All updates at once, when their paths and value kinds match a plan (see `gnmi_wire`):
