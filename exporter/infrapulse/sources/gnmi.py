@@ -11,7 +11,10 @@ Credentials are read from an environment variable or a file at each connect, sen
 `username` / `password` gRPC metadata, and never logged or exported: error text from the
 switch is scrubbed of them before it is recorded.
 
-Only pygnmi's generated stubs are imported: a process can load exactly one gNMI stub set.
+Only pygnmi's generated stubs are imported: a process can load exactly one gNMI stub set. They
+build every request and call Capabilities; Subscribe responses are taken as raw bytes and decoded
+with `gnmi_wire`'s views of the same messages (a private descriptor pool, no second stub set),
+which let a sample of counters go into the store in a few C calls (see `gnmi_ingest`).
 """
 
 from __future__ import annotations
