@@ -10,8 +10,9 @@ until it holds the target number of series.
   soak: for `--soak-minutes`, every `--fault-period` the simulated fabric is killed (streams
         drop mid-way), kept down for a while (switches unreachable) and restarted (reconnect,
         resync); after each recovery the daemon's RSS, open fds, asyncio tasks and series are
-        sampled. Pass criteria: RSS drift under 5% between the first and last recovered sample,
-        and no growth in tasks, fds or series.
+        sampled (RSS every 2 s through the settled window: its floor and peak). Pass criteria:
+        the RSS floor drifts under 5% from the second to the last cycle, and so does its
+        least-squares trend over all cycles; no growth in tasks, fds or series.
 
 Run: .venv/bin/python bench/load_soak.py [--switches 64 --ports 64] [--soak-minutes 30]
 """
@@ -157,21 +158,38 @@ async def soak(args, base: str, pid: int, targets_file: Path, fabrics: list[subp
                 stop(fabrics[0], signal.SIGKILL)
             fabrics[0] = start_fabric(args, targets_file)  # new ports: the targets file changes too
             series = await wait_series(session, base, minimum, timeout=args.fault_period * 5)
-            await asyncio.sleep(max(0, args.fault_period - 30))
+            # RSS swings by tens of MiB with each render buffer and resync in flight, so one
+            # reading is noise: sample the settled window and keep its floor (what a leak
+            # raises) and its peak.
+            settle_until = time.monotonic() + max(0, args.fault_period - 30)
+            rss = [proc_stats(pid)["rss_bytes"]]
+            while time.monotonic() < settle_until:
+                await asyncio.sleep(2)
+                rss.append(proc_stats(pid)["rss_bytes"])
             stats = await daemon_stats(session, base, pid)
-            stats["cycle"], stats["fault"], stats["gnmi_series"] = cycle, kind, series
+            stats.update(cycle=cycle, fault=kind, gnmi_series=series, rss_floor=min(rss), rss_peak=max(rss))
             samples.append(stats)
-            print(f"  cycle {cycle:3d} ({kind:5}): rss {stats['rss_bytes'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}"
-                  f"  tasks {stats['tasks']:4.0f}  series {stats['series']:8.0f}", flush=True)
+            print(f"  cycle {cycle:3d} ({kind:5}): rss floor {stats['rss_floor'] / 2**20:7.1f} MiB, peak "
+                  f"{stats['rss_peak'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}  tasks {stats['tasks']:4.0f}"
+                  f"  series {stats['series']:8.0f}", flush=True)
     first, last = samples[min(1, len(samples) - 1)], samples[-1]  # cycle 1 warms caches up
-    # The allocator's high-water mark settles over the first few resyncs (old and new switch
-    # state coexist while streams reconnect); drift after that is what a leak would show.
-    settled = samples[min(4, len(samples) - 1)]
+    floors = [s["rss_floor"] for s in samples[1:]] or [first["rss_floor"]]
     return {"cycles": len(samples), "first": first, "last": last,
-            "rss_drift": (last["rss_bytes"] - first["rss_bytes"]) / first["rss_bytes"],
-            "rss_drift_settled": (last["rss_bytes"] - settled["rss_bytes"]) / settled["rss_bytes"],
-            "rss_max": max(s["rss_bytes"] for s in samples),
+            "rss_drift": (last["rss_floor"] - first["rss_floor"]) / first["rss_floor"],
+            "rss_trend": fitted_change(floors) / first["rss_floor"],
+            "rss_max": max(s["rss_peak"] for s in samples),
             "max_fds": max(s["fds"] for s in samples), "max_tasks": max(s["tasks"] for s in samples)}
+
+
+def fitted_change(values: list[float]) -> float:
+    """Least-squares slope x span: the change over the run with the per-cycle noise averaged out."""
+    n = len(values)
+    if n < 2:
+        return 0.0
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    slope = (sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values))
+             / sum((x - mean_x) ** 2 for x in range(n)))
+    return slope * (n - 1)
 
 
 def main() -> int:
@@ -222,12 +240,13 @@ sources:
             if args.soak_minutes:
                 print(f"soak: {args.soak_minutes:g} min, a fault every {args.fault_period:g}s", flush=True)
                 out = await soak(args, base, daemon.pid, targets_file, fabrics, args.series * 0.95)
-                verdict = (abs(out["rss_drift"]) < 0.05 and out["last"]["tasks"] <= out["first"]["tasks"]
+                verdict = (abs(out["rss_drift"]) < 0.05 and out["rss_trend"] < 0.05
+                           and out["last"]["tasks"] <= out["first"]["tasks"]
                            and out["last"]["fds"] <= out["first"]["fds"] + 2
                            and out["last"]["series"] <= out["first"]["series"] * 1.01)
-                print(f"soak: {out['cycles']} fault cycles; RSS {out['first']['rss_bytes'] / 2**20:.1f} -> "
-                      f"{out['last']['rss_bytes'] / 2**20:.1f} MiB ({out['rss_drift'] * 100:+.2f}%; "
-                      f"{out['rss_drift_settled'] * 100:+.2f}% from cycle 5; max "
+                print(f"soak: {out['cycles']} fault cycles; RSS floor {out['first']['rss_floor'] / 2**20:.1f} -> "
+                      f"{out['last']['rss_floor'] / 2**20:.1f} MiB ({out['rss_drift'] * 100:+.2f}%; fitted trend "
+                      f"over cycles 2-{out['cycles']} {out['rss_trend'] * 100:+.2f}%; peak "
                       f"{out['rss_max'] / 2**20:.1f} MiB); tasks "
                       f"{out['first']['tasks']:.0f} -> {out['last']['tasks']:.0f}; fds {out['first']['fds']:.0f} -> "
                       f"{out['last']['fds']:.0f}; series {out['first']['series']:.0f} -> {out['last']['series']:.0f}: "

@@ -405,6 +405,7 @@ class SwitchSession:
         if self.task is not None:
             self.task.cancel()
             await asyncio.gather(self.task, return_exceptions=True)
+        self.state.release()
 
     async def run(self) -> None:
         store, log = self.source.store, self.source.log

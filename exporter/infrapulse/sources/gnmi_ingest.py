@@ -256,6 +256,19 @@ class SwitchState:
             if name not in _STATUS_NAMES:
                 series.clear()
 
+    def release(self) -> None:
+        """The switch is gone (removed from the targets, or the source stops): drop everything
+        now. Bindings point back at the dicts holding them; without this a whole switch state
+        would wait for Python's cyclic GC, and a fabric-wide resync would hold two of them."""
+        for pctx in self._prefixes.values():
+            pctx.bindings.clear()
+            pctx.plans.clear()
+        self._prefixes.clear()
+        self._json_bindings.clear()
+        self._entities.clear()
+        self._label_tuples.clear()
+        self.bound = 0
+
     # -- ingest -------------------------------------------------------------------------------
 
     def apply(self, n: Any) -> None:
