@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from conftest import running_daemon, scrape_until
+from conftest import running_daemon, scrape_until, stop_process
 from helpers import parse_exposition, render_store, samples_of, value
 from infrapulse.metrics import DaemonState, make_registry
 from infrapulse.simulate.sysfs_tree import (
@@ -452,12 +452,7 @@ def scrape_node_exporter(sysfs_root: Path) -> str:
                     raise AssertionError(f"node_exporter did not serve: {stderr}") from None
                 time.sleep(0.1)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=5)
 
 
 async def test_counters_agree_with_node_exporter(tmp_path):
