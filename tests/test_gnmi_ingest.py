@@ -290,21 +290,94 @@ def test_undecodable_bytes_inside_a_notification_are_counted_and_skipped():
 def test_release_frees_a_switch_state_without_the_cyclic_gc():
     """Bindings point back at the dicts that hold them; release() breaks those cycles so that a
     removed switch's state is freed at once, not at the next full collection."""
+    from infrapulse.sources.gnmi_columns import Column
     from infrapulse.sources.gnmi_ingest import Binding
 
-    def live_bindings() -> int:
-        return sum(1 for o in gc.get_objects() if type(o) is Binding)
+    def live(kind) -> int:
+        return sum(1 for o in gc.get_objects() if type(o) is kind)
 
     gc.collect()
     gc.disable()
     try:
-        baseline = live_bindings()
+        baseline, columns = live(Binding), live(Column)
         state = SwitchState("sw", PROFILES["nvidia-cumulus"])
         for n in cumulus_notes(ports=2, bump=0):
             state.apply(n)
-        assert live_bindings() - baseline == state.bound > 100
+        assert live(Binding) - baseline == state.bound > 100
+        assert live(Column) - columns >= 10
         state.release()
         del state
-        assert live_bindings() == baseline
+        assert live(Binding) == baseline and live(Column) == columns
     finally:
         gc.enable()
+
+
+# -- the columnar store under the bulk path (gnmi_columns) -------------------------------------
+
+
+def qos_plan_runs(state: SwitchState, interface: str) -> tuple:
+    pctx = next(p for p in state._prefixes.values()  # noqa: SLF001
+                if p.elems[-1] == ("interface", (("interface-id", interface),)))
+    (plan,) = [plan for plan in pctx.plans.values() if plan[1] is not None]
+    return plan[1]
+
+
+def test_a_sample_of_counters_is_written_as_one_run_per_value_kind_and_scale():
+    """The slots of a new notification's series are allocated side by side, grouped by value kind
+    and scale, so a Cumulus QoS sample (PFC pause counters, queue counters and pause durations in
+    microseconds) is two slice assignments, whatever order the leaves come in."""
+    state = SwitchState("sw", PROFILES["nvidia-cumulus"])
+    for n in cumulus_notes(ports=2, bump=3):
+        state.apply(n)
+    runs = qos_plan_runs(state, "swp1")
+    assert sorted((stop - start, scale or 1.0) for _kind, _pick, start, stop, scale in runs) == [(8 * 2, 1e-6),
+                                                                                               (8 * 2 + 8 * 5, 1.0)]
+
+
+def test_compaction_after_ports_vanish_keeps_every_value_exact():
+    """Most ports stop streaming: their series expire, the slots are packed (renumbered) and the
+    surviving ports' plans are rebuilt: the next samples land on the right series."""
+    def survivors(notes):
+        return [n for n in notes if format_path(from_proto(n.prefix, True)).endswith(("=swp23]", "=swp24]"))]
+
+    state = SwitchState("sw", PROFILES["nvidia-cumulus"])
+    for n in cumulus_notes(ports=24, bump=1):
+        state.apply(n)
+    allocated = len(state.slots.values)
+    assert allocated == state.slots.live > 1900
+    for bump in (2, 3, 4):
+        state.sweep()
+        for n in survivors(cumulus_notes(ports=24, bump=bump)):
+            state.apply(n)
+    assert state.slots.dead == 0 and state.slots.live < allocated / 4  # packed
+    reference = SwitchState("sw", PROFILES["nvidia-cumulus"])
+    for bump in (4, 5):
+        for n in survivors(cumulus_notes(ports=24, bump=bump)):
+            state.apply(n)
+            reference.apply(n)
+    wanted = series(reference)
+    got = {k: v for k, v in series(state).items() if k[1][1] in ("swp23", "swp24")}
+    assert got == wanted and len(wanted) > 150
+    assert bulk_plans(state) == 2
+
+
+def test_a_series_written_by_two_leaf_paths_stays_while_either_streams():
+    state = SwitchState("sw", PROFILES["openconfig"])
+    key = ("infrapulse_switch_interface_received_bytes_total", ("sw", "E1"))
+    long_path = note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=1))])
+    state.apply(long_path)
+    state.apply(note("/interfaces/interface[name=E1]/state", [("counters/in-octets", pb.TypedValue(uint_val=2))]))
+    assert state.bound == 2 and series(state) == {key: 2.0}
+    for value in (3, 4):  # only the first path goes on
+        state.sweep()
+        state.apply(note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=value))]))
+    assert state.bound == 2
+    state.sweep()  # the other path's binding expires; the series is still held by the first
+    assert state.bound == 1 and series(state) == {key: 4.0}
+    state.apply(note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=5))]))
+    assert series(state) == {key: 5.0}
+    for _ in range(3):
+        state.sweep()
+    assert state.bound == 0 and series(state) == {}
+    state.apply(long_path)
+    assert series(state) == {key: 1.0}

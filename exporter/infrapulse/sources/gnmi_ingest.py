@@ -2,15 +2,18 @@
 
 Each switch has one `SwitchState`, which owns a `Snapshot` published into the store once and
 then updated in place: everything runs on the event-loop thread, so /metrics always reads a
-consistent view, and an update costs a few dictionary operations rather than a new snapshot.
+consistent view, and an update costs a few C-level operations rather than a new snapshot.
+Numeric families are `gnmi_columns.Column`s over the switch's `Slots` (one array of doubles);
+`_info` families are plain dicts.
 
 The hot path takes each SubscribeResponse as raw bytes. A notification whose updates all carry
 plain numbers (a SAMPLE of counters) goes in bulk: one parse with the `gnmi_wire` bulk view
 yields its update paths and its values by kind, the tuple of paths (the notification's
-"shape") finds a cached plan, and the plan writes each family's values with one C-level
-`dict.update`. Everything else (strings and enums, LLDP parts, JSON subtrees, mixed or missing
-values) goes update by update: raw path bytes key a per-prefix
-cache of `Binding`s, each pointing straight at the series dict and label tuple it writes. A new
+"shape") finds a cached plan, and the plan writes the values into runs of neighbouring slots,
+one slice assignment each (the slots were allocated side by side, by value kind and scale, when
+the shape was first planned). Everything else (strings and enums, LLDP parts, JSON subtrees,
+mixed or missing values) goes update by update: raw path bytes key a per-prefix cache of
+`Binding`s, each pointing straight at the column (or dict) and label tuple it writes. A new
 leaf path is matched against the profile once and cached (unmapped leaves cache `None`, so they
 cost one lookup). JSON values are flattened into leaves and bound the same way, keyed by their
 path tuple.
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import sys
 import time
+from array import array
 from itertools import repeat
 from operator import itemgetter, mul
 from typing import Any
@@ -37,8 +41,10 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
+from ..catalog import INFO
 from ..store import Snapshot
 from . import gnmi_wire as wire
+from .gnmi_columns import Column, Slots
 from .gnmi_families import (
     LAST_UPDATE,
     MALFORMED,
@@ -101,6 +107,25 @@ def _picker(positions: list[int]) -> Any:
     if last - first + 1 == len(positions):  # contiguous (the usual case): one slice
         return itemgetter(slice(first, last + 1))
     return itemgetter(*positions)  # at least two positions here, so it returns a tuple
+
+
+def _runs(writes: list[tuple[int, float, int, Binding]]) -> tuple:
+    """A plan's writes, (kind, scale, index in that kind's values, binding), as runs of
+    consecutive slots that share a value kind and scale: each run is one slice assignment."""
+    targets: dict[tuple[int, float], list[tuple[int, int]]] = {}
+    for kind, scale, index, b in writes:
+        targets.setdefault((kind, scale), []).append((b.series.slot(b.labels), index))
+    runs = []
+    for (kind, scale), pairs in targets.items():
+        pairs.sort()  # by slot; two leaves writing one series keep their order (the last wins)
+        first = 0
+        for i in range(1, len(pairs) + 1):
+            if i == len(pairs) or pairs[i][0] != pairs[i - 1][0] + 1:
+                run = pairs[first:i]
+                runs.append((kind, _picker([index for _, index in run]), run[0][0], run[-1][0] + 1,
+                             None if scale == 1.0 else scale))
+                first = i
+    return tuple(runs)
 
 
 class _Entity:
@@ -186,6 +211,7 @@ class SwitchState:
         self.bound = 0  # live bindings, i.e. series this switch holds
         self.strip = profile.strip_modules
         self.snapshot = Snapshot()
+        self.slots = Slots()  # every numeric series' value (see gnmi_columns)
         for family in STATUS_FAMILIES:
             self.snapshot.series[family.name] = {}
         self._key = (name,)
@@ -251,9 +277,9 @@ class SwitchState:
 
     def clear_data(self) -> None:
         """The switch has been unreachable past the staleness window: drop every data series."""
-        self._drop(lambda b: True)
+        self._drop(lambda b: True)  # empties every column
         for name, series in self.snapshot.series.items():
-            if name not in _STATUS_NAMES:
+            if name not in _STATUS_NAMES and isinstance(series, dict):
                 series.clear()
 
     def release(self) -> None:
@@ -340,7 +366,8 @@ class SwitchState:
         if not paths:
             return not kinds  # a notification with only deletes; values without paths: malformed
         # Which kinds, how many of each: a leaf's type is fixed by its YANG schema, so an
-        # unchanged signature means every value sits where the plan expects it.
+        # unchanged signature means every value sits where the plan expects it (and so every
+        # run below gets exactly as many values as it has slots).
         signature = tuple([(field, len(values)) for field, values in kinds])
         shape = tuple(paths)
         plan = pctx.plans.get(shape)
@@ -348,22 +375,25 @@ class SwitchState:
             plan = self._plan(pctx, shape, signature, raw)
             if plan is None:
                 return False
-        groups = plan[1]
-        if groups is None:
+        runs = plan[1]
+        if runs is None:
             return False
-        for series, labels, slot, pick, scale in groups:
-            series.update(zip(labels, map(mul, pick(kinds[slot][1]), repeat(scale))))
+        values = self.slots.values
+        for kind, pick, start, stop, scale in runs:
+            picked = pick(kinds[kind][1])
+            values[start:stop] = array("d", picked if scale is None else map(mul, picked, repeat(scale)))
         return True
 
     def _plan(self, pctx: _Prefix, shape: tuple[bytes, ...], signature: tuple, raw: bytes) -> tuple | None:
-        """Plan a notification shape once: group its positions by the series dict they write.
+        """Plan a notification shape once: which values go to which run of slots.
 
-        The plan, (signature, groups), is cached on the prefix; each group is (series dict, label
-        tuples, slot of the value kind in `signature`, picker of those values, scale). groups is
-        None when some leaf needs per-leaf handling (an enum, an `_info` part, a value that is not
-        a number, a JSON subtree). Returns None when the shape cannot be planned now: an update
-        without exactly one path and one value, an undecodable value, or binding every path could
-        cross the series limit (the per-update path counts those)."""
+        The plan, (signature, runs), is cached on the prefix; each run is (index of the value
+        kind in `signature`, picker of that kind's values, first slot, end slot, scale or None),
+        one slice assignment into the switch's `Slots`. runs is None when some leaf needs
+        per-leaf handling (an enum, an `_info` part, a value that is not a number, a JSON
+        subtree). Returns None when the shape cannot be planned now: an update without exactly
+        one path and one value, an undecodable value, or binding every path could cross the
+        series limit (the per-update path counts those)."""
         if self.bound + len(shape) > self.max_series or sum(n for _, n in signature) != len(shape):
             return None
         try:
@@ -375,41 +405,46 @@ class SwitchState:
             return None
         slots = {field.name: slot for slot, (field, _) in enumerate(signature)}
         seen = dict.fromkeys(slots, 0)  # values of each kind before this position
-        groups: dict[tuple, tuple[dict, float, int, list, list]] | None = {}
+        writes: list[tuple[int, float, int, Binding]] | None = []  # (kind, scale, index, binding)
+        fresh: list[tuple[tuple, Binding]] = []  # bindings made here, with the order of their slots
         key = []  # the shape again, holding the shared copies of the path bytes
         bindings = pctx.bindings
-        for path, kind in zip(shape, kinds):
-            if kind not in slots:
-                return None
-            index = seen[kind]
-            seen[kind] = index + 1
-            if kind in JSON_FIELDS:  # a subtree: its leaves bind one by one
-                groups = None
-            if groups is None:
-                key.append(path)
-                continue
-            b = bindings.get(path, _MISSING)
-            if b is _MISSING:
-                try:
-                    path, rel = _relative_path(path, self.strip)
-                except DecodeError:
+        try:
+            for position, (path, kind) in enumerate(zip(shape, kinds)):
+                if kind not in slots:
                     return None
-                b = self._bind(pctx.elems, rel, bindings, path, pctx)
-            key.append(path)
-            if b is None:
-                continue  # an unmapped leaf
-            if not b.numeric or kind not in wire.NUMERIC_KINDS:
-                groups = None
-                continue
-            group = groups.get((id(b.series), b.scale, kind))
-            if group is None:
-                group = groups[(id(b.series), b.scale, kind)] = (b.series, b.scale, slots[kind], [], [])
-            group[3].append(b.labels)
-            group[4].append(index)
-        if groups is not None:
-            groups = tuple((series, tuple(labels), slot, _picker(indexes), scale)
-                           for series, scale, slot, labels, indexes in groups.values())
-        plan = (signature, groups)
+                index = seen[kind]
+                seen[kind] = index + 1
+                if kind in JSON_FIELDS:  # a subtree: its leaves bind one by one
+                    writes = None
+                if writes is None:
+                    key.append(path)
+                    continue
+                b = bindings.get(path, _MISSING)
+                if b is _MISSING:
+                    try:
+                        path, rel = _relative_path(path, self.strip)
+                    except DecodeError:
+                        return None
+                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False)
+                    if b is not None:
+                        fresh.append(((slots[kind], b.scale, position), b))
+                key.append(path)
+                if b is None:
+                    continue  # an unmapped leaf
+                if not b.numeric or kind not in wire.NUMERIC_KINDS:
+                    writes = None
+                    continue
+                writes.append((slots[kind], b.scale, index, b))
+        finally:
+            # New series get neighbouring slots, grouped by value kind and scale: one run each.
+            fresh.sort(key=itemgetter(0))
+            for _, b in fresh:
+                self._hold(b)
+        if writes is not None:
+            for *_, b in writes:
+                b.series.reveal(b.labels)  # the bulk write that follows fills every one
+        plan = (signature, None if writes is None else _runs(writes))
         if len(pctx.plans) >= MAX_PLANS_PER_PREFIX:
             pctx.plans.clear()  # a switch whose updates vary in shape: keep only recent ones
         pctx.plans[tuple(key)] = plan
@@ -497,7 +532,9 @@ class SwitchState:
         b.series[b.labels] = to_number(value) * b.scale
 
     def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any,
-              owner: _Prefix | None = None) -> Binding | None:
+              owner: _Prefix | None = None, hold: bool = True) -> Binding | None:
+        """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped
+        or over the series limit. With hold=False the caller gives the series its slot."""
         path = prefix + rel
         found = self.profile.resolve(path)
         if found is None:
@@ -512,7 +549,8 @@ class SwitchState:
         family = rule.family
         series = self.snapshot.series.get(family.name)
         if series is None:
-            series = self.snapshot.series[family.name] = {}
+            # numbers go in columns; `_info` series (labels from values, churned by entities) in dicts
+            series = self.snapshot.series[family.name] = {} if family.type == INFO else self.slots.column()
         sample = rule.sample if rule.sample is not None else self._is_sample(path)
         fixed = {"switch": self.name, **rule.const, **{k: sys.intern(v) for k, v in captured.items()}}
         if rule.info_label:
@@ -526,9 +564,16 @@ class SwitchState:
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
             binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner)
+            if hold:
+                self._hold(binding)
         home[key] = binding
         self.bound += 1
         return binding
+
+    @staticmethod
+    def _hold(b: Binding) -> None:
+        if isinstance(b.series, Column):
+            b.series.acquire(b.labels)
 
     def _is_sample(self, path: ElemPath) -> bool:
         for pattern, sample in self._subs:
@@ -550,6 +595,10 @@ class SwitchState:
     def _drop(self, doomed) -> None:
         for b in [b for b in self._bindings() if doomed(b)]:
             self._remove(b)
+        columns = [s for s in self.snapshot.series.values() if isinstance(s, Column)]
+        if self.slots.compact_if_sparse(columns):  # slot numbers changed: no plan may keep them
+            for pctx in self._prefixes.values():
+                pctx.plans.clear()
 
     def _remove(self, b: Binding) -> None:
         if b.home.pop(b.key, None) is not None:
@@ -561,6 +610,8 @@ class SwitchState:
             # The entity itself stays: its other parts' bindings still point at it.
             if entity.values.pop(b.rule.info_label, None) is not None:
                 entity.refresh(b.rule.info_labels)
+        elif isinstance(b.series, Column):
+            b.series.release(b.labels)
         else:
             b.series.pop(b.labels, None)
 
