@@ -777,7 +777,7 @@ def test_bulk_and_per_update_paths_agree_on_any_notification(profile_name, data)
     same series and counts, whatever the switch sends, repeated so that cached plans get used."""
     profile = PROFILES[profile_name]
     bulk, each = SwitchState("sw", profile), SwitchState("sw", profile)
-    each._apply_bulk = lambda *args: False  # noqa: SLF001 - the reference implementation
+    each._apply_bulk = lambda *args: None  # noqa: SLF001 - the reference implementation
     notes = data.draw(st.lists(_notifications(profile), min_size=1, max_size=3))
     for n in notes + notes:
         bulk.apply(n)

@@ -195,12 +195,12 @@ def cumulus_notes(ports: int, bump: int) -> list[pb.Notification]:
 
 
 def bulk_plans(state: SwitchState) -> int:
-    return sum(1 for p in state._prefixes.values() for plan in p.plans.values() if plan[1] is not None)  # noqa: SLF001
+    return sum(1 for p in state._prefixes.values() for plan in p.plans.values() if plan.runs is not None)  # noqa: SLF001
 
 
 def test_bulk_path_writes_exactly_what_the_per_update_path_writes(monkeypatch):
     bulk, each = SwitchState("sw", PROFILES["nvidia-cumulus"]), SwitchState("sw", PROFILES["nvidia-cumulus"])
-    monkeypatch.setattr(each, "_apply_bulk", lambda *args: False)
+    monkeypatch.setattr(each, "_apply_bulk", lambda *args: None)
     for bump in (0, 7, 1000):
         for n in cumulus_notes(ports=3, bump=bump):
             bulk.apply(n)
@@ -236,6 +236,27 @@ def test_bulk_path_falls_back_for_mixed_kinds_and_values_stay_exact():
     assert series(state)[("infrapulse_switch_interface_received_bytes_total", ("sw", "E1"))] == 12.0
     assert state.malformed == 1  # the empty value, found by the per-update path
     assert all(isinstance(v, float) for v in series(state).values())
+
+
+def test_updates_with_more_than_a_path_and_a_value_take_the_per_update_path():
+    """The bulk view keeps every update's path field as sent (the shape a plan is found by); an
+    update that carries anything more (here `duplicates`) matches no plan and goes leaf by leaf,
+    with the same series."""
+    state = SwitchState("sw", PROFILES["openconfig"])
+    prefix = to_proto("/interfaces/interface[name=E1]/state/counters", "openconfig")
+    updates = [pb.Update(path=to_proto("in-octets"), val=pb.TypedValue(uint_val=10), duplicates=2),
+               pb.Update(path=to_proto("out-octets"), val=pb.TypedValue(uint_val=20))]
+    for _ in range(2):
+        state.apply(pb.Notification(prefix=prefix, update=updates))
+    expected = {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): 10.0,
+                ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 20.0}
+    assert series(state) == expected
+    assert bulk_plans(state) == 0 and state.updates == 4 and state.malformed == 0
+    updates[0].ClearField("duplicates")
+    updates[1].val.uint_val = 21
+    state.apply(pb.Notification(prefix=prefix, update=updates))
+    assert bulk_plans(state) == 1 and state.updates == 6
+    assert series(state) == {**expected, ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 21.0}
 
 
 def test_deletes_and_sweeps_invalidate_bulk_plans():
@@ -318,8 +339,8 @@ def test_release_frees_a_switch_state_without_the_cyclic_gc():
 def qos_plan_runs(state: SwitchState, interface: str) -> tuple:
     pctx = next(p for p in state._prefixes.values()  # noqa: SLF001
                 if p.elems[-1] == ("interface", (("interface-id", interface),)))
-    (plan,) = [plan for plan in pctx.plans.values() if plan[1] is not None]
-    return plan[1]
+    (plan,) = [plan for plan in pctx.plans.values() if plan.runs is not None]
+    return plan.runs
 
 
 def test_a_sample_of_counters_is_written_as_one_run_per_value_kind_and_scale():

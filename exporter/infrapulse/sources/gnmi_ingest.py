@@ -8,8 +8,8 @@ Numeric families are `gnmi_columns.Column`s over the switch's `Slots` (one array
 
 The hot path takes each SubscribeResponse as raw bytes. A notification whose updates all carry
 plain numbers (a SAMPLE of counters) goes in bulk: one parse with the `gnmi_wire` bulk view
-yields its update paths and its values by kind, the tuple of paths (the notification's
-"shape") finds a cached plan, and the plan writes the values into runs of neighbouring slots,
+yields its values by kind and its update path fields as one bytes object (the notification's
+"shape"), which finds a cached plan, and the plan writes the values into runs of neighbouring slots,
 one slice assignment each (the slots were allocated side by side, by value kind and scale, when
 the shape was first planned). Everything else (strings and enums, LLDP parts, JSON subtrees,
 mixed or missing values) goes update by update: raw path bytes key a per-prefix cache of
@@ -78,6 +78,10 @@ MAX_UNMAPPED_CACHED = 200_000
 # in-octets"): one decoded, shared copy per distinct serialized path, process-wide. Bounded.
 _REL_PATHS: dict[tuple[bytes, bool], tuple[bytes, ElemPath]] = {}
 MAX_SHARED_PATHS = 100_000
+# Notification shapes (every update path of a notification, as sent) repeat across the ports and
+# switches of one model: one shared copy each, process-wide. Bounded.
+_SHAPES: dict[bytes, bytes] = {}
+MAX_SHARED_SHAPES = 20_000
 # Default per-switch limit on live series (one binding each); a 128-port switch with 8 queues
 # and every family needs about 12k.
 DEFAULT_MAX_SERIES = 50_000
@@ -93,6 +97,16 @@ def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
                            for n, keys in from_proto(path, strip)))
         if len(_REL_PATHS) < MAX_SHARED_PATHS:
             _REL_PATHS[(pk, strip)] = found
+    return found
+
+
+def _shared_shape(shape: bytes) -> bytes:
+    """One copy of a notification shape for every prefix and switch sending it. Bounded."""
+    found = _SHAPES.get(shape)
+    if found is None:
+        found = shape
+        if len(_SHAPES) < MAX_SHARED_SHAPES:
+            _SHAPES[shape] = shape
     return found
 
 
@@ -190,17 +204,34 @@ class Binding:
         return self.prefix + self.rel
 
 
+class _Plan:
+    """How the bulk path writes notifications of one shape (see `SwitchState._plan`)."""
+
+    __slots__ = ("shape", "signature", "runs", "count")
+
+    def __init__(self, shape: bytes, signature: tuple, runs: tuple | None, count: int) -> None:
+        self.shape = shape  # the update path fields, as the bulk view keeps them
+        self.signature = signature  # ((value kind field, how many), ...)
+        self.runs = runs  # None: some leaf needs the per-update path
+        self.count = count  # updates in such a notification
+
+
 class _Prefix:
     """One notification prefix (raw bytes as sent): its bindings by raw update path, and plans
-    for the bulk path by notification shape (the tuple of update paths, in order)."""
+    for the bulk path by notification shape (its update path fields, in order)."""
 
-    __slots__ = ("elems", "bindings", "plans", "seen")
+    __slots__ = ("elems", "bindings", "plans", "last", "seen")
 
     def __init__(self, elems: ElemPath) -> None:
         self.elems = elems
         self.bindings: dict[bytes, Binding | None] = {}
-        self.plans: dict[tuple[bytes, ...], Any] = {}
+        self.plans: dict[bytes, _Plan] = {}
+        self.last: _Plan | None = None  # the plan used last: a prefix mostly sends one shape
         self.seen = 0
+
+    def forget_plans(self) -> None:
+        self.plans.clear()
+        self.last = None
 
 
 class SwitchState:
@@ -288,7 +319,7 @@ class SwitchState:
         would wait for Python's cyclic GC, and a fabric-wide resync would hold two of them."""
         for pctx in self._prefixes.values():
             pctx.bindings.clear()
-            pctx.plans.clear()
+            pctx.forget_plans()
         self._prefixes.clear()
         self._json_bindings.clear()
         self._entities.clear()
@@ -329,9 +360,9 @@ class SwitchState:
                     self._delete_raw((), prefix, deletes)
                 return
         pctx.seen = self.tick
-        merged = n.update if n is not None else None
-        if merged is not None and self._apply_bulk(pctx, merged.path, merged.val.ListFields(), raw):
-            self._updates[key] += len(merged.path)
+        taken = None if n is None else self._apply_bulk(pctx, n.update, raw)
+        if taken is not None:
+            self._updates[key] += taken
         else:
             raw_updates = _raw_updates(raw)
             self._updates[key] += len(raw_updates)
@@ -359,58 +390,63 @@ class SwitchState:
             self._malformed[self._key] += max(count, 1)
         return None
 
-    def _apply_bulk(self, pctx: _Prefix, paths: Any, kinds: list, raw: bytes) -> bool:
-        """All updates at once, when their paths and value kinds match a plan (see `gnmi_wire`):
-        `paths` lists every update's path bytes, `kinds` every value by kind. False: nothing was
-        written, take the per-update path."""
-        if not paths:
-            return not kinds  # a notification with only deletes; values without paths: malformed
+    def _apply_bulk(self, pctx: _Prefix, merged: Any, raw: bytes) -> int | None:
+        """All updates at once, when their shape and value kinds match a plan (see `gnmi_wire`):
+        `merged` is the notification's updates merged into one message by the bulk view.
+        Returns how many updates were taken, or None when nothing was written: take the
+        per-update path."""
+        kinds = merged.val.ListFields()
+        merged.ClearField("val")  # the value lists stay ours; what is left is the shape
+        shape = merged.SerializeToString()
+        if not shape:
+            return None if kinds else 0  # values without paths: malformed; none: only deletes
         # Which kinds, how many of each: a leaf's type is fixed by its YANG schema, so an
         # unchanged signature means every value sits where the plan expects it (and so every
         # run below gets exactly as many values as it has slots).
         signature = tuple([(field, len(values)) for field, values in kinds])
-        shape = tuple(paths)
-        plan = pctx.plans.get(shape)
-        if plan is None or plan[0] != signature:
-            plan = self._plan(pctx, shape, signature, raw)
-            if plan is None:
-                return False
-        runs = plan[1]
+        plan = pctx.last
+        if plan is None or plan.shape != shape or plan.signature != signature:
+            plan = pctx.plans.get(shape)
+            if plan is None or plan.signature != signature:
+                plan = self._plan(pctx, shape, signature, raw)
+                if plan is None:
+                    return None
+            pctx.last = plan
+        runs = plan.runs
         if runs is None:
-            return False
+            return None
         values = self.slots.values
         for kind, pick, start, stop, scale in runs:
             picked = pick(kinds[kind][1])
             values[start:stop] = array("d", picked if scale is None else map(mul, picked, repeat(scale)))
-        return True
+        return plan.count
 
-    def _plan(self, pctx: _Prefix, shape: tuple[bytes, ...], signature: tuple, raw: bytes) -> tuple | None:
+    def _plan(self, pctx: _Prefix, shape: bytes, signature: tuple, raw: bytes) -> _Plan | None:
         """Plan a notification shape once: which values go to which run of slots.
 
-        The plan, (signature, runs), is cached on the prefix; each run is (index of the value
-        kind in `signature`, picker of that kind's values, first slot, end slot, scale or None),
-        one slice assignment into the switch's `Slots`. runs is None when some leaf needs
+        The plan is cached on the prefix; each of its runs is (index of the value kind in
+        `signature`, picker of that kind's values, first slot, end slot, scale or None), one
+        slice assignment into the switch's `Slots`. Its runs are None when some leaf needs
         per-leaf handling (an enum, an `_info` part, a value that is not a number, a JSON
         subtree). Returns None when the shape cannot be planned now: an update without exactly
-        one path and one value, an undecodable value, or binding every path could cross the
-        series limit (the per-update path counts those)."""
-        if self.bound + len(shape) > self.max_series or sum(n for _, n in signature) != len(shape):
-            return None
+        one path and one value (or with other fields), an undecodable value, or binding every
+        path could cross the series limit (the per-update path counts those)."""
         try:
             updates = [wire.Update.FromString(u) for u in _raw_updates(raw)]
             kinds = [pb.TypedValue.FromString(u.val).WhichOneof("value") for u in updates]
         except DecodeError:
             return None
-        if len(updates) != len(shape) or any(u.path != path for u, path in zip(updates, shape)):
+        paths = [u.path for u in updates]
+        if (self.bound + len(paths) > self.max_series or sum(n for _, n in signature) != len(paths)
+                or wire.Shape(path=paths).SerializeToString() != shape):
             return None
         slots = {field.name: slot for slot, (field, _) in enumerate(signature)}
         seen = dict.fromkeys(slots, 0)  # values of each kind before this position
         writes: list[tuple[int, float, int, Binding]] | None = []  # (kind, scale, index, binding)
         fresh: list[tuple[tuple, Binding]] = []  # bindings made here, with the order of their slots
-        key = []  # the shape again, holding the shared copies of the path bytes
         bindings = pctx.bindings
         try:
-            for position, (path, kind) in enumerate(zip(shape, kinds)):
+            for position, (path, kind) in enumerate(zip(paths, kinds)):
                 if kind not in slots:
                     return None
                 index = seen[kind]
@@ -418,7 +454,6 @@ class SwitchState:
                 if kind in JSON_FIELDS:  # a subtree: its leaves bind one by one
                     writes = None
                 if writes is None:
-                    key.append(path)
                     continue
                 b = bindings.get(path, _MISSING)
                 if b is _MISSING:
@@ -429,7 +464,6 @@ class SwitchState:
                     b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False)
                     if b is not None:
                         fresh.append(((slots[kind], b.scale, position), b))
-                key.append(path)
                 if b is None:
                     continue  # an unmapped leaf
                 if not b.numeric or kind not in wire.NUMERIC_KINDS:
@@ -444,10 +478,11 @@ class SwitchState:
         if writes is not None:
             for *_, b in writes:
                 b.series.reveal(b.labels)  # the bulk write that follows fills every one
-        plan = (signature, None if writes is None else _runs(writes))
+        shape = _shared_shape(shape)
+        plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths))
         if len(pctx.plans) >= MAX_PLANS_PER_PREFIX:
-            pctx.plans.clear()  # a switch whose updates vary in shape: keep only recent ones
-        pctx.plans[tuple(key)] = plan
+            pctx.forget_plans()  # a switch whose updates vary in shape: keep only recent ones
+        pctx.plans[shape] = plan
         return plan
 
     def _apply_each(self, pctx: _Prefix, raw_updates: Any) -> int:
@@ -598,13 +633,13 @@ class SwitchState:
         columns = [s for s in self.snapshot.series.values() if isinstance(s, Column)]
         if self.slots.compact_if_sparse(columns):  # slot numbers changed: no plan may keep them
             for pctx in self._prefixes.values():
-                pctx.plans.clear()
+                pctx.forget_plans()
 
     def _remove(self, b: Binding) -> None:
         if b.home.pop(b.key, None) is not None:
             self.bound -= 1
         if b.owner is not None:
-            b.owner.plans.clear()  # plans write straight into series: none may outlive a binding
+            b.owner.forget_plans()  # plans write straight into slots: none may outlive a binding
         entity = b.entity
         if entity is not None:
             # The entity itself stays: its other parts' bindings still point at it.

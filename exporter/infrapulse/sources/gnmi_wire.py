@@ -6,10 +6,15 @@ SubscribeResponse bytes with other schemas therefore gives other shapes of the s
 decoded in C:
 
   - `SubscribeResponse` (the bulk view) declares a notification's repeated `update` as ONE
-    merged `Updates`: every update's path bytes in one list, and every update's TypedValue
-    merged into one `Values`, whose repeated fields hold, per value kind and in order, all the
-    values. When every update carries a path and one number (a SAMPLE of counters), a single
-    parse yields the paths and the numbers, with no Python object per leaf;
+    merged `Updates`, which declares only `val`: every update's TypedValue merges into one
+    `Values`, whose repeated fields hold, per value kind and in order, all the values, and every
+    update's path field, undeclared, is kept as unknown-field bytes, exactly as sent and in
+    order. Once `val` is cleared, serializing the merged `Updates` gives those path fields as
+    one bytes object: the notification's shape. When every update carries a path and one
+    number (a SAMPLE of counters), a single parse yields the shape and the numbers, with no
+    Python object per leaf;
+  - `Shape` rebuilds that shape from decoded paths (one length-delimited field 1 per path), to
+    check a shape against the updates it stands for;
   - `RawSubscribeResponse` keeps each update as its own raw bytes (`Update`: path bytes +
     TypedValue bytes), for the general per-update path that handles everything else (strings,
     enums, JSON subtrees, missing or mixed values).
@@ -77,9 +82,10 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
         _field("delete", 5, _F.TYPE_BYTES, repeated=True),
     ])
     file.message_type.add(name="Updates").field.extend([
-        _field("path", 1, _F.TYPE_BYTES, repeated=True),
+        # no `path` (1): the paths stay unknown-field bytes, the shape
         _field("val", 3, _F.TYPE_MESSAGE, message="Values"),  # singular: all values merge
     ])
+    file.message_type.add(name="Shape").field.extend([_field("path", 1, _F.TYPE_BYTES, repeated=True)])
     file.message_type.add(name="Values").field.extend(
         _field(name, number, kind, repeated=True) for name, number, kind in _TYPED_VALUE_FIELDS)
     file.message_type.add(name="RawNotification").field.extend([
@@ -106,5 +112,6 @@ def _message(name: str):
 SubscribeResponse = _message("SubscribeResponse")  # the bulk view: paths and values merged
 RawSubscribeResponse = _message("RawSubscribeResponse")  # each update kept as raw bytes
 Update = _message("Update")  # one raw update: path bytes + TypedValue bytes
+Shape = _message("Shape")  # the path fields of a notification's updates, as the bulk view keeps them
 
-__all__ = ["NUMERIC_KINDS", "RawSubscribeResponse", "SubscribeResponse", "Update"]
+__all__ = ["NUMERIC_KINDS", "RawSubscribeResponse", "Shape", "SubscribeResponse", "Update"]
