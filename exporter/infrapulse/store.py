@@ -35,7 +35,9 @@ class Snapshot:
     """Series of one source instance, keyed by family name then by label values.
 
     Label values follow the family's declared `labels` (then `optional_labels`, where an
-    empty string means "label absent", as in Prometheus itself).
+    empty string means "label absent", as in Prometheus itself). Readers use only the Mapping
+    side of each family's series (items, get, len): the gnmi source keeps its numeric families
+    in columns (`sources.gnmi_columns`) that read like dicts.
     """
 
     __slots__ = ("series", "timestamp")
