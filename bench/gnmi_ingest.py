@@ -12,6 +12,8 @@ one run:
   (c) pygnmi 0.8.15: gNMIclient.subscribe2 + its telemetryParser (what a Python user writes
       today), same stream;
   (d) the transport floor: grpc.aio receiving the same streams as bytes and dropping them;
+  (e) SwitchState alone: the same bytes parsed and applied in process, 64 switches taking turns
+      message by message (no gRPC);
   plus RSS with ~250k+ live series and the /metrics render time of those series beside
   prometheus_client's own registry (labelled Counter/Gauge children) rendering the same series.
 
