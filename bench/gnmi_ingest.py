@@ -155,7 +155,7 @@ async def run_infrapulse(port: int, switches: int, seconds: float) -> dict:
 
     from infrapulse.metrics import DaemonState, make_registry
     from infrapulse.sources.base import SourceContext
-    from infrapulse.sources.gnmi import CONFIG, GnmiSource
+    from infrapulse.sources.gnmi.source import CONFIG, GnmiSource
     from infrapulse.store import Store
 
     rss_before = rss_mb()
@@ -241,9 +241,9 @@ def in_process_apply(messages: list[bytes], seconds: float, switches: int) -> fl
     parse + apply, as `SwitchSession._read` does), for `switches` states. The switches take
     turns message by message, as 64 concurrent streams do: one switch at a time would keep
     its series in the CPU cache and flatter the store's layout."""
-    from infrapulse.sources import gnmi_wire
-    from infrapulse.sources.gnmi_ingest import SwitchState
-    from infrapulse.sources.gnmi_profile import load_profiles
+    from infrapulse.sources.gnmi import wire as gnmi_wire
+    from infrapulse.sources.gnmi.ingest import SwitchState
+    from infrapulse.sources.gnmi.profile import load_profiles
 
     states = [SwitchState(f"micro{i}", load_profiles()[PROFILE]) for i in range(switches)]
     parse = gnmi_wire.SubscribeResponse.FromString
@@ -265,7 +265,7 @@ async def transport_floor(port: int, switches: int, seconds: float, leaves_per_m
     received as bytes and dropped. No Python gRPC client can take updates faster than this."""
     import grpc
 
-    from infrapulse.sources.gnmi import SUBSCRIBE_METHOD
+    from infrapulse.sources.gnmi.source import SUBSCRIBE_METHOD
 
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0)])
                 for _ in range(switches)]

@@ -38,7 +38,7 @@ from prometheus_client import generate_latest
 
 from infrapulse.metrics import DaemonState, make_registry
 from infrapulse.simulate.sysfs_tree import write_tree
-from infrapulse.sources.infiniband import InfinibandReader
+from infrapulse.sources.nic.infiniband import InfinibandReader
 from infrapulse.store import Store
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or "/usr/bin/prometheus-node-exporter"

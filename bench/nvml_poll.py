@@ -25,9 +25,16 @@ import argparse
 import time
 
 from infrapulse.simulate.nvml_fake import FakeNvml
-from infrapulse.sources import gpu_families as fam
-from infrapulse.sources import nvml_api as api
-from infrapulse.sources.nvml_poll import _LINK_FIELDS, _LINK_MAP, _SCALAR_FIELDS, _SCALAR_MAP, KB, GpuPoller
+from infrapulse.sources.gpu import families as fam
+from infrapulse.sources.gpu import nvml_api as api
+from infrapulse.sources.gpu.nvml_poll import (
+    _LINK_FIELDS,
+    _LINK_MAP,
+    _SCALAR_FIELDS,
+    _SCALAR_MAP,
+    KB,
+    GpuPoller,
+)
 from infrapulse.store import Snapshot
 
 H100 = {

@@ -23,7 +23,7 @@ import time
 
 from infrapulse import catalog, logs
 from infrapulse.sources.base import SourceContext
-from infrapulse.sources.nvml import TARGET, NvmlSource
+from infrapulse.sources.gpu.nvml import TARGET, NvmlSource
 from infrapulse.store import Store
 
 

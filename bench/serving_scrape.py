@@ -15,9 +15,9 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from infrapulse.health.latency import QuantileTracker
 from infrapulse.simulate.serving_engines import EngineServer
-from infrapulse.sources import serving_normalize as norm
-from infrapulse.sources.serving_window import QuantileTracker
+from infrapulse.sources.serving import normalize as norm
 from infrapulse.textparse import parse
 
 

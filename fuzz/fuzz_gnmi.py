@@ -24,10 +24,10 @@ from google.protobuf.message import DecodeError
 with atheris.instrument_imports(include=["infrapulse"]):
     from pygnmi.spec.v080 import gnmi_pb2 as pb
 
-    from infrapulse.sources.gnmi_ingest import SwitchState
-    from infrapulse.sources.gnmi_paths import PathPattern, PathSyntaxError, format_path, parse_path, to_proto
-    from infrapulse.sources.gnmi_profile import load_profiles
-    from infrapulse.sources.gnmi_values import JSON_FIELDS, MalformedValue, load_json, scalar, to_number
+    from infrapulse.sources.gnmi.ingest import SwitchState
+    from infrapulse.sources.gnmi.paths import PathPattern, PathSyntaxError, format_path, parse_path, to_proto
+    from infrapulse.sources.gnmi.profile import load_profiles
+    from infrapulse.sources.gnmi.values import JSON_FIELDS, MalformedValue, load_json, scalar, to_number
 
 PROFILES = load_profiles()
 STATES: dict[str, SwitchState] = {}

@@ -20,8 +20,7 @@ from pathlib import Path
 import atheris
 
 with atheris.instrument_imports(include=["infrapulse"]):
-    from infrapulse.sources import infiniband as ib
-
+    from infrapulse.sources.nic import infiniband as ib
 FILES = ["ports/1/state", "ports/1/phys_state", "ports/1/rate", "ports/1/counters/port_rcv_data",
          "ports/1/counters/symbol_error", "ports/1/counters/vendor_thing", "ports/1/hw_counters/np_cnp_sent",
          "ports/1/hw_counters/out_of_sequence", "hw_counters/req_cqe_error"]

@@ -15,8 +15,8 @@ import sys
 import atheris
 
 with atheris.instrument_imports(include=["infrapulse"]):
-    from infrapulse.sources import serving_normalize as norm
-    from infrapulse.sources.dcgm import DcgmMapper
+    from infrapulse.sources.gpu.dcgm import DcgmMapper
+    from infrapulse.sources.serving import normalize as norm
     from infrapulse.textparse import ParseError, parse
 
 

@@ -78,11 +78,13 @@ async def running_daemon(config_text: str, config_path: Path | None = None, host
                          web_security=None):
     """Start a Daemon in this event loop on a free loopback port; yields it."""
     from infrapulse import config as config_mod
+    from infrapulse.cli import source_options
     from infrapulse.daemon import Daemon
 
     cfg = config_mod.load_text(config_text, str(config_path or "<test>"))
     daemon = Daemon(cfg, config_path=str(config_path) if config_path else None,
-                    listen_override=f"127.0.0.1:{free_port()}", hostname=hostname, web_security=web_security)
+                    listen_override=f"127.0.0.1:{free_port()}", hostname=hostname, web_security=web_security,
+                    source_options=source_options(cfg))
     await daemon.start()
     try:
         yield daemon

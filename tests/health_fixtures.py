@@ -57,7 +57,7 @@ class Feed:
                 self.store.publish(source, target, snap, STALE)
                 self.store.record_success(source, target, 0.001)
                 if source == "serving":
-                    from infrapulse.sources.serving_window import tracker_for
+                    from infrapulse.health.latency import tracker_for
 
                     tracker_for(self.store, 600.0).observe(target, "vllm", snap)
             if service is not None:

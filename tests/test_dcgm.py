@@ -18,7 +18,7 @@ from helpers import parse_exposition, samples_of, value
 from infrapulse.simulate import nvml_fake
 from infrapulse.simulate.dcgm_exporter import FakeDcgmExporter, GpuExposition
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, FakeNvml
-from infrapulse.sources.dcgm import DcgmMapper, is_blank
+from infrapulse.sources.gpu.dcgm import DcgmMapper, is_blank
 from infrapulse.textparse import parse
 
 U0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"

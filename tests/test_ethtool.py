@@ -17,14 +17,14 @@ from helpers import render_store, samples_of, value
 from infrapulse.simulate.nic_stats import NicStats, mlx5_stat_names, write_stats
 from infrapulse.simulate.sysfs_tree import demo_devices, write_tree
 from infrapulse.sources.base import SourceContext
-from infrapulse.sources.ethtool import (
+from infrapulse.sources.nic.ethtool import (
     EthtoolCollector,
     EthtoolSource,
     FileStatsProvider,
     IoctlStatsProvider,
     plan_stats,
 )
-from infrapulse.sources.ethtool_ioctl import (
+from infrapulse.sources.nic.ethtool_ioctl import (
     ETHTOOL_GSSET_INFO,
     ETHTOOL_GSTATS,
     ETHTOOL_GSTRINGS,

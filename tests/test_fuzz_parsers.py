@@ -29,23 +29,10 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 
 from infrapulse.config import ConfigError, load_text
 from infrapulse.scrape import parse_headers_text, redact_url
-from infrapulse.sources import ethtool as eth
-from infrapulse.sources import gnmi_wire
-from infrapulse.sources import infiniband as ib
-from infrapulse.sources import serving_normalize as norm
-from infrapulse.sources.dcgm import FIELD_MAP, FP64_BLANK, INT64_BLANK, DcgmMapper
-from infrapulse.sources.ethtool_ioctl import (
-    ETH_GSTRING_LEN,
-    ETHTOOL_GSSET_INFO,
-    ETHTOOL_GSTATS,
-    ETHTOOL_GSTRINGS,
-    EthtoolIoctl,
-    StatSetChanged,
-    StatsNotSupported,
-)
-from infrapulse.sources.gnmi_families import MALFORMED, STATUS_FAMILIES, UPDATES
-from infrapulse.sources.gnmi_ingest import SwitchState
-from infrapulse.sources.gnmi_paths import (
+from infrapulse.sources.gnmi import wire as gnmi_wire
+from infrapulse.sources.gnmi.families import MALFORMED, STATUS_FAMILIES, UPDATES
+from infrapulse.sources.gnmi.ingest import SwitchState
+from infrapulse.sources.gnmi.paths import (
     PathPattern,
     PathSyntaxError,
     format_path,
@@ -54,8 +41,21 @@ from infrapulse.sources.gnmi_paths import (
     strip_module,
     to_proto,
 )
-from infrapulse.sources.gnmi_profile import load_profiles
-from infrapulse.sources.gnmi_values import MalformedValue, flatten_json, load_json, scalar, to_number
+from infrapulse.sources.gnmi.profile import load_profiles
+from infrapulse.sources.gnmi.values import MalformedValue, flatten_json, load_json, scalar, to_number
+from infrapulse.sources.gpu.dcgm import FIELD_MAP, FP64_BLANK, INT64_BLANK, DcgmMapper
+from infrapulse.sources.nic import ethtool as eth
+from infrapulse.sources.nic import infiniband as ib
+from infrapulse.sources.nic.ethtool_ioctl import (
+    ETH_GSTRING_LEN,
+    ETHTOOL_GSSET_INFO,
+    ETHTOOL_GSTATS,
+    ETHTOOL_GSTRINGS,
+    EthtoolIoctl,
+    StatSetChanged,
+    StatsNotSupported,
+)
+from infrapulse.sources.serving import normalize as norm
 from infrapulse.store import Histogram
 from infrapulse.textparse import ParseError, parse
 

@@ -8,10 +8,11 @@ import textwrap
 import pytest
 
 from gnmi_support import data_series, running_source, serving, status_value, target_entry, wait_for
-from infrapulse import cli, shard
+from infrapulse import cli
 from infrapulse import config as config_mod
 from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
-from infrapulse.sources.gnmi_profile import load_profiles, validate_profiles
+from infrapulse.sources.gnmi import shard
+from infrapulse.sources.gnmi.profile import load_profiles, validate_profiles
 
 NAMES = [f"leaf{i:04d}" for i in range(1000)]
 

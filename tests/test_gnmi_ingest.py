@@ -9,8 +9,8 @@ import pytest
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
-from infrapulse.sources.gnmi_ingest import SwitchState
-from infrapulse.sources.gnmi_paths import (
+from infrapulse.sources.gnmi.ingest import SwitchState
+from infrapulse.sources.gnmi.paths import (
     PathPattern,
     expand_ranges,
     format_path,
@@ -19,7 +19,7 @@ from infrapulse.sources.gnmi_paths import (
     path_covers,
     to_proto,
 )
-from infrapulse.sources.gnmi_profile import load_profiles
+from infrapulse.sources.gnmi.profile import load_profiles
 
 PROFILES = load_profiles()
 
@@ -284,8 +284,7 @@ def test_deletes_and_sweeps_invalidate_bulk_plans():
 
 
 def test_undecodable_bytes_inside_a_notification_are_counted_and_skipped():
-    from infrapulse.sources import gnmi_wire as wire
-
+    from infrapulse.sources.gnmi import wire as wire
     def response(prefix: bytes, updates: list[bytes]) -> bytes:
         return wire.RawSubscribeResponse(update={"prefix": prefix, "update": updates}).SerializeToString()
 
@@ -311,8 +310,8 @@ def test_undecodable_bytes_inside_a_notification_are_counted_and_skipped():
 def test_release_frees_a_switch_state_without_the_cyclic_gc():
     """Bindings point back at the dicts that hold them; release() breaks those cycles so that a
     removed switch's state is freed at once, not at the next full collection."""
-    from infrapulse.sources.gnmi_columns import Column
-    from infrapulse.sources.gnmi_ingest import Binding
+    from infrapulse.sources.gnmi.columns import Column
+    from infrapulse.sources.gnmi.ingest import Binding
 
     def live(kind) -> int:
         return sum(1 for o in gc.get_objects() if type(o) is kind)

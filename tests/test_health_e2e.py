@@ -21,8 +21,9 @@ import pytest
 import yaml
 
 from infrapulse import config as config_mod
+from infrapulse.cli import source_options
 from infrapulse.daemon import Daemon
-from infrapulse.simulate import demo, gnmi_target, node, nvml_fake, serving_engines
+from infrapulse.simulate import demo, gnmi_target, gpus, node, serving_engines
 from infrapulse.simulate.scenarios import ScenarioBoard
 
 WINDOW = 6.0
@@ -37,14 +38,15 @@ async def demo_daemon():
     parts = []
     daemon = None
     try:
-        for module in (node, gnmi_target, nvml_fake, serving_engines):
+        for module in (node, gnmi_target, gpus, serving_engines):
             parts.append(await module.demo_part(ctx))
         sources: dict = {}
         for part in parts:
             sources.update(part.sources)
         text = yaml.safe_dump({"listen": "127.0.0.1:0", "interval": "1s", "sources": sources,
                                "health": {"window": f"{WINDOW:g}s", "event_window": f"{WINDOW:g}s"}})
-        daemon = Daemon(config_mod.load_text(text, "<e2e>"), hostname=ctx.hostname)
+        cfg = config_mod.load_text(text, "<e2e>")
+        daemon = Daemon(cfg, hostname=ctx.hostname, source_options=source_options(cfg))
         await daemon.start()
         yield ctx, daemon
     finally:

@@ -22,7 +22,7 @@ from infrapulse.simulate.sysfs_tree import (
     write_tree,
 )
 from infrapulse.sources.base import SourceContext
-from infrapulse.sources.infiniband import (
+from infrapulse.sources.nic.infiniband import (
     PMA_COUNTER_BITS,
     InfinibandReader,
     InfinibandSource,

@@ -16,8 +16,8 @@ from infrapulse.simulate.demo import DemoContext
 from infrapulse.simulate.node import VICTIM_DEVICE, VICTIM_NETDEV, NodeSimulator, Traffic
 from infrapulse.simulate.scenarios import ScenarioBoard
 from infrapulse.simulate.sysfs_tree import NO_PMA, write_tree
-from infrapulse.sources.ethtool import EthtoolCollector, FileStatsProvider
-from infrapulse.sources.infiniband import InfinibandReader
+from infrapulse.sources.nic.ethtool import EthtoolCollector, FileStatsProvider
+from infrapulse.sources.nic.infiniband import InfinibandReader
 
 
 class FakeClock:

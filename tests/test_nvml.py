@@ -12,9 +12,9 @@ import yaml
 from helpers import render_store, samples_of, value
 from infrapulse.simulate.nvml_fake import FakeNvml
 from infrapulse.simulate.scenarios import ScenarioBoard
-from infrapulse.sources import nvml_api
-from infrapulse.sources.nvml_api import FieldValue, InitError, RealNvml
-from infrapulse.sources.nvml_poll import GpuPoller
+from infrapulse.sources.gpu import nvml_api
+from infrapulse.sources.gpu.nvml_api import FieldValue, InitError, RealNvml
+from infrapulse.sources.gpu.nvml_poll import GpuPoller
 from infrapulse.store import Store
 
 H100 = {

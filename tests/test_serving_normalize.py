@@ -24,8 +24,8 @@ from infrapulse.simulate.serving_engines import (
     VLLM_TTFT,
     VLLM_V0_TPOT,
 )
-from infrapulse.sources import serving_normalize as norm
-from infrapulse.sources.serving import choose_format, passthrough_series
+from infrapulse.sources.serving import normalize as norm
+from infrapulse.sources.serving.source import choose_format, passthrough_series
 from infrapulse.store import Histogram, Snapshot, Store
 from infrapulse.textparse import ParseError, parse
 

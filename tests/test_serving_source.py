@@ -12,12 +12,12 @@ import yaml
 from conftest import running_daemon
 from helpers import parse_exposition, render_store, samples_of, value
 from infrapulse import config as config_mod
+from infrapulse.health.latency import serving_quantiles
 from infrapulse.schema import SchemaError
 from infrapulse.simulate.scenarios import ScenarioBoard
 from infrapulse.simulate.serving_engines import EngineServer
 from infrapulse.sources.base import SourceContext
-from infrapulse.sources.serving import ServingSource
-from infrapulse.sources.serving_window import serving_quantiles
+from infrapulse.sources.serving.source import ServingSource
 from infrapulse.store import Store
 from test_serving_scrape import Misbehaving
 

@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from infrapulse.sources import serving_normalize as norm
-from infrapulse.sources.serving_window import (
+from infrapulse.health.latency import (
     QuantileTracker,
     histogram_quantile,
     merge_histograms,
     serving_quantiles,
     tracker_for,
 )
+from infrapulse.sources.serving import normalize as norm
 from infrapulse.store import Histogram, Snapshot, Store
 
 INF = math.inf

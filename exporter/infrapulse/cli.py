@@ -6,7 +6,6 @@ Exit codes: 0 ok, 1 runtime failure (e.g. the port is taken), 2 bad config or us
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -16,15 +15,17 @@ import sys
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from . import __version__, logs
+from . import docs as docs_cli
 from .config import ConfigError, default_config, load_file
-from .plugins import optional_modules
+from .health import cli as health_cli
 from .schema import SchemaError, parse_host_port
+from .simulate import cli as simulate_cli
 
 log = logging.getLogger("infrapulse")
 
-# Sub-commands contributed by other modules: name -> module with add_parser(subparsers).
-# The module's add_parser sets `func` (returning an exit code) on its parser.
-PLUGIN_COMMANDS = ("infrapulse.simulate.cli", "infrapulse.health.cli", "infrapulse.docs")
+# Sub-commands that live with their subsystem: each module's add_parser(subparsers) sets
+# `func` (returning an exit code) on its parser.
+SUBCOMMAND_MODULES = (simulate_cli, health_cli, docs_cli)
 
 
 def _listen(value: str) -> str:
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
     demo.set_defaults(func=cmd_demo)
 
-    for module in optional_modules(PLUGIN_COMMANDS):
+    for module in SUBCOMMAND_MODULES:
         module.add_parser(sub)
     return parser
 
@@ -96,7 +97,8 @@ def cmd_check_config(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .daemon import Daemon
+    from .daemon import Daemon, run_async
+    from .webconfig import web_security
 
     try:
         cfg = load_file(args.config) if args.config else default_config()
@@ -105,37 +107,25 @@ def cmd_run(args) -> int:
         return 2
     logs.setup(args.log_format, args.log_level)
     try:
-        security = web_security(args)
+        security = web_security(args.web_config_file)
     except ValueError as exc:
         print(f"web config error: {exc}", file=sys.stderr)
         return 2
-    daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen, web_security=security)
+    daemon = Daemon(cfg, config_path=args.config, listen_override=args.listen, web_security=security,
+                    source_options=source_options(cfg))
     return run_async(daemon.run_forever)
 
 
-def web_security(args):
-    """The WebSecurity for --web.config.file, or None. Raises ValueError with a clear message."""
-    if not getattr(args, "web_config_file", None):
-        return None
-    from .webconfig import WebConfigError, WebSecurity
+def source_options(cfg: dict) -> dict:
+    """What the daemon injects into sources (SourceContext.options) for this config: the NVML
+    fake only when the documented testing key `sources.nvml.fake` asks for it."""
+    from .sources.gpu.nvml import OPEN_FAKE_KEY
 
-    try:
-        return WebSecurity(args.web_config_file)
-    except WebConfigError as exc:
-        raise ValueError(str(exc)) from None
+    if not cfg["sources"]["nvml"].get("fake"):
+        return {}
+    from .simulate.nvml_fake import open_fake
 
-
-def run_async(main) -> int:
-    """Run `main()` (a coroutine function) to completion: 0 on a clean stop, 1 when the daemon
-    cannot run (e.g. its port is taken), with the reason logged."""
-    try:
-        asyncio.run(main())
-        return 0
-    except RuntimeError as exc:
-        log.error(str(exc))
-        return 1
-    except KeyboardInterrupt:
-        return 0
+    return {OPEN_FAKE_KEY: open_fake}
 
 
 def cmd_demo(args) -> int:

@@ -20,26 +20,26 @@ from aiohttp import web
 
 from . import config as config_mod
 from . import memory
+from .health import service as health_service
 from .http import make_app
 from .metrics import DaemonState, make_registry
-from .plugins import optional_modules
 from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
 from .store import Store
 
 log = logging.getLogger("infrapulse.daemon")
 
-# Modules with an `attach(daemon)` function that add background services and routes (the
-# health scorer). Kept as a list so the daemon needs no edit when one is added.
-EXTENSIONS = ("infrapulse.health.service",)
 STOP_GRACE_SECONDS = 1.5
 
 
 class Daemon:
     def __init__(self, config: dict[str, Any], config_path: str | None = None,
                  listen_override: str | None = None, hostname: str | None = None,
-                 web_security=None) -> None:
+                 web_security=None, source_options: dict[str, Any] | None = None) -> None:
         self.config = config
+        # Handed to every source as SourceContext.options: how the CLI or the demo injects
+        # things a source must not import itself (the NVML fake).
+        self.source_options = dict(source_options or {})
         self.config_path = config_path
         self.listen_override = listen_override
         self.store = Store()
@@ -66,8 +66,7 @@ class Daemon:
     async def start(self) -> None:
         memory.tune()  # before any source starts gRPC's threads
         self.services.append(asyncio.create_task(memory.trim_periodically(), name="malloc-trim"))
-        for module in optional_modules(EXTENSIONS):
-            module.attach(self)
+        health_service.attach(self)
         self._start_sources(self.config)
         if self.web_security is not None:
             self.services.append(asyncio.create_task(self.web_security.watch(), name="web-config-watch"))
@@ -143,7 +142,8 @@ class Daemon:
         return (repr(config["sources"][name]), config["interval"])
 
     def _start_sources(self, config: dict, only: set[str] | None = None) -> None:
-        ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname)
+        ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname,
+                            options=self.source_options)
         for name, cls in source_registry().items():
             if only is not None and name not in only:
                 continue
@@ -236,3 +236,16 @@ class ConnectionLimit:
 class _Refuse(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport.close()
+
+
+def run_async(main: Callable[[], Any]) -> int:
+    """Run `main()` (a coroutine function) to completion: 0 on a clean stop, 1 when the daemon
+    cannot run (e.g. its port is taken), with the reason logged."""
+    try:
+        asyncio.run(main())
+        return 0
+    except RuntimeError as exc:
+        log.error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        return 0

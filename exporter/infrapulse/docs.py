@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from . import catalog
-from .plugins import optional_modules
 from .schema import Duration, Field, ListOf, Section, format_duration, walk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +83,8 @@ def load_everything() -> None:
 
     registry()
     importlib.import_module("infrapulse.metrics")
-    list(optional_modules(("infrapulse.health.families", "infrapulse.health.service")))
+    importlib.import_module("infrapulse.health.families")
+    importlib.import_module("infrapulse.health.service")
 
 
 def _md(text: str) -> str:

@@ -196,3 +196,13 @@ class WebSecurity:
             return web.Response(status=401, text="Unauthorized\n",
                                 headers={"WWW-Authenticate": 'Basic realm="infrapulse"'})
         return await handler(request)
+
+
+def web_security(path: str | None) -> WebSecurity | None:
+    """The WebSecurity for --web.config.file, or None. Raises ValueError with a clear message."""
+    if not path:
+        return None
+    try:
+        return WebSecurity(path)
+    except WebConfigError as exc:
+        raise ValueError(str(exc)) from None

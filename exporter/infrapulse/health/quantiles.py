@@ -43,7 +43,7 @@ def _quantiles(summary: dict | None) -> dict[float, float | None]:
 def endpoint_latency(store: Store, window: float) -> dict[str, EndpointLatency]:
     """Per endpoint over the last `window` seconds; {} when this instance runs no serving source."""
     try:
-        from ..sources.serving_window import serving_quantiles
+        from .latency import serving_quantiles
     except ImportError:  # a build without the serving source
         return {}
     out = {}

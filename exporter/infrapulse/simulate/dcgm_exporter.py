@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from ..sources import nvml_api as api
+from ..sources.gpu import nvml_api as api
 from .nvml_fake import FakeGpu, FakeNvml
 
 INT64_NOT_SUPPORTED = 0x7FFFFFFFFFFFFFF2

@@ -98,12 +98,13 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
 
 
 def run_demo(args) -> int:
-    from ..cli import run_async
-    from ..cli import web_security as make_web_security
-    from ..daemon import Daemon
+    from ..daemon import Daemon, run_async
+    from ..sources.gpu.nvml import OPEN_FAKE_KEY
+    from ..webconfig import web_security as make_web_security
+    from .nvml_fake import open_fake
 
     try:
-        web_security = make_web_security(args)
+        web_security = make_web_security(args.web_config_file)
     except ValueError as exc:
         print(f"web config error: {exc}")
         return 2
@@ -126,7 +127,8 @@ def run_demo(args) -> int:
         parts = await start_parts(ctx)
         try:
             cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
-            daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security)
+            daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security,
+                            source_options={OPEN_FAKE_KEY: open_fake})
             daemon.app_extensions.append(scenario_routes(ctx.scenarios))
             if args.duration:
                 asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)

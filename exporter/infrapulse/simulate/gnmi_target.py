@@ -31,7 +31,7 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
-from ..sources.gnmi_paths import parse_path, strip_module
+from ..sources.gnmi.paths import parse_path, strip_module
 from .scenarios import ScenarioBoard
 
 SCENARIOS = {

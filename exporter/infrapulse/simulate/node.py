@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..sources.infiniband import PMA_COUNTER_BITS
+from ..sources.nic.infiniband import PMA_COUNTER_BITS
 from .nic_stats import NicStats, write_stats
 from .scenarios import ScenarioBoard
 from .sysfs_tree import SysfsTree, demo_devices, write_tree

@@ -25,9 +25,9 @@ from typing import Any
 import pynvml  # nvidia-ml-py: importing it needs no GPU; used only for its exception classes
 import yaml
 
-from ..sources import gpu_families as fam
-from ..sources import nvml_api as api
-from ..sources.nvml_api import FieldValue, InitError, MemoryInfo, XidEvent
+from ..sources.gpu import families as fam
+from ..sources.gpu import nvml_api as api
+from ..sources.gpu.nvml_api import FieldValue, InitError, MemoryInfo, XidEvent
 
 DEFAULT_DATA = Path(__file__).parent / "data" / "gpus.yaml"
 SCENARIOS = {
@@ -473,42 +473,3 @@ def register_live(path: str | Path, fake: FakeNvml) -> None:
 
 def unregister_live(path: str | Path) -> None:
     _LIVE.pop(str(Path(path).resolve()), None)
-
-
-# Kubernetes attribution the demo's dcgm-exporter puts on GPUs (as its pod-resources mapping would).
-DEMO_PODS = {3: ("vllm", "llm", "vllm-llama-70b-0"), 4: ("vllm", "llm", "vllm-llama-70b-1")}
-
-
-async def demo_part(ctx):
-    """The node's GPUs: nvml reads the fake, dcgm reads a fake dcgm-exporter over the same GPUs.
-
-    Both sources run, as they would on a node with dcgm-exporter deployed: dcgm provides only
-    the profiling families and nvml everything else (gpu_families.Ownership), so no series is
-    exported twice.
-    """
-    import shutil
-
-    from .dcgm_exporter import FakeDcgmExporter, GpuExposition
-    from .demo import DemoPart
-
-    data = ctx.workdir / "gpus.yaml"
-    shutil.copyfile(DEFAULT_DATA, data)
-    fake = FakeNvml.from_file(data, scenarios=ctx.scenarios)
-    register_live(data, fake)
-    exporter = FakeDcgmExporter(GpuExposition(fake, hostname=ctx.hostname, pods=DEMO_PODS))
-    try:
-        url = await exporter.start()
-    except BaseException:
-        unregister_live(data)
-        raise
-
-    async def close() -> None:
-        unregister_live(data)
-        await exporter.close()
-
-    sources = {
-        "nvml": {"enabled": True, "fake": str(data)},
-        "dcgm": {"enabled": True, "url": url},
-    }
-    return DemoPart("gpu", sources, close,
-                    description=f"{len(fake.gpus)} fake GPUs from {data}; fake dcgm-exporter at {url}")

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..sources.infiniband import PMA_COUNTER_BITS
+from ..sources.nic.infiniband import PMA_COUNTER_BITS
 
 NO_PMA = "N/A (no PMA)"
 

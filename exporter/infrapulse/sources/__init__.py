@@ -1,26 +1,38 @@
-"""Telemetry sources. Each module here that defines `SOURCE` (a `Source` subclass) is one.
+"""Telemetry sources: one subpackage per subsystem, one `Source` class per source.
 
-Discovery is by module, so adding a source means adding a module: the config schema, the
-daemon and the docs pick it up.
+Owns: `SOURCES`, the registry the config schema, the daemon, the CLI and the docs read. Adding a
+source means adding its class here (and its subsystem folder); nothing is discovered by scanning.
+
+Imports: each subpackage may import `base`, the top-level plumbing (`schema`, `store`,
+`catalog`, `scrape`, `textparse`, `rates`, `backoff`) and its own modules. Never `simulate`,
+`health`, `daemon` or `cli`.
+
+  nic/      RDMA ports from /sys/class/infiniband, NIC driver stats through the ethtool ioctl
+  gpu/      NVML (poller + XID watcher) and dcgm-exporter ingestion, sharing one family set
+  gnmi/     switch telemetry over gNMI streams, vendor profiles, sharding
+  serving/  LLM serving engines (vLLM, SGLang, TensorRT-LLM, TGI) in one schema
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from functools import cache
-
 from .base import Source
+from .gnmi.source import GnmiSource
+from .gpu.dcgm import DcgmSource
+from .gpu.nvml import NvmlSource
+from .nic.ethtool import EthtoolSource
+from .nic.infiniband import InfinibandSource
+from .serving.source import ServingSource
+
+SOURCES: tuple[type[Source], ...] = (
+    InfinibandSource,
+    EthtoolSource,
+    NvmlSource,
+    DcgmSource,
+    GnmiSource,
+    ServingSource,
+)
 
 
-@cache
 def registry() -> dict[str, type[Source]]:
-    found: dict[str, type[Source]] = {}
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        source = getattr(module, "SOURCE", None)
-        if isinstance(source, type) and issubclass(source, Source):
-            found[source.name] = source
-    return found
+    """Source name -> class, in the documented order (sorted by name)."""
+    return {cls.name: cls for cls in sorted(SOURCES, key=lambda cls: cls.name)}

@@ -29,7 +29,8 @@ class SourceContext:
     store: Store
     interval: float  # the global default poll interval, seconds
     hostname: str = field(default_factory=socket.gethostname)
-    # Where sources keep state across restarts of themselves (not the daemon): unused by most.
+    # What the CLI or the demo injects that a source must not import itself, by documented key
+    # (e.g. "nvml.open_fake": the NVML fake behind `sources.nvml.fake`).
     options: dict[str, Any] = field(default_factory=dict)
 
 

@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import catalog
-from ..schema import AutoBool, Duration, ListOf, Regex, Section, Str
-from ..store import Snapshot
-from .base import PollingSource, TargetResult
+from ... import catalog
+from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
+from ...store import Snapshot
+from ..base import PollingSource, TargetResult
 
 SRC = "infiniband"
 PORT = ("device", "port")

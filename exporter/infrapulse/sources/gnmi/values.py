@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from .gnmi_paths import Elem, ElemPath, strip_module
+from .paths import Elem, ElemPath, strip_module
 
 NUMERIC_FIELDS = frozenset({"uint_val", "int_val", "double_val", "float_val", "bool_val"})
 JSON_FIELDS = frozenset({"json_val", "json_ietf_val"})

@@ -28,9 +28,9 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .. import catalog
-from ..store import Histogram, Snapshot
-from ..textparse import MetricFamily
+from ... import catalog
+from ...store import Histogram, Snapshot
+from ...textparse import MetricFamily
 
 # -- families -------------------------------------------------------------------------------
 

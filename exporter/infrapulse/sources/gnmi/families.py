@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import catalog
+from ... import catalog
 
 SOURCE = "gnmi"
 C, G, INFO = catalog.COUNTER, catalog.GAUGE, catalog.INFO

@@ -21,12 +21,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..schema import Bool, Duration, Int, ListOf, Section, Str
-from ..scrape import ScrapeError, Scraper, ScrapeTarget
-from ..store import Snapshot
-from ..textparse import MetricFamily
-from . import gpu_families as fam
-from .base import PollingSource, SourceContext, TargetResult
+from ...schema import Bool, Duration, Int, ListOf, Section, Str
+from ...scrape import ScrapeError, Scraper, ScrapeTarget
+from ...store import Snapshot
+from ...textparse import MetricFamily
+from ..base import PollingSource, SourceContext, TargetResult
+from . import families as fam
 
 TARGET = "dcgm"
 INT64_BLANK = float(0x7FFFFFFFFFFFFFF0)  # DCGM_INT64_BLANK; NOT_FOUND/NOT_SUPPORTED/... are just above

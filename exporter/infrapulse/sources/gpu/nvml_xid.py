@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from . import gpu_families as fam
+from . import families as fam
 from . import nvml_api as api_mod
 from .nvml_api import NvmlApi
 

@@ -1,6 +1,6 @@
 """Switch telemetry over gNMI: one grpc.aio Subscribe session per switch.
 
-Each switch this instance owns (see `infrapulse.shard`) gets its own task: connect (TLS unless
+Each switch this instance owns (see `infrapulse.sources.gnmi.shard`) gets its own task: connect (TLS unless
 `insecure: true`), call Capabilities to pick the best encoding its profile allows, open one
 STREAM Subscribe per profile stream (SAMPLE / ON_CHANGE per path), and feed every notification
 into the switch's `SwitchState`, whose live snapshot the store serves. A switch that is down,
@@ -31,14 +31,14 @@ from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
-from .. import shard as shard_mod
-from ..backoff import Backoff
-from ..schema import AutoBool, Bool, Duration, Int, ListOf, SchemaError, Section, Str
-from . import gnmi_wire as wire
-from .base import Source, SourceContext
-from .gnmi_ingest import SwitchState
-from .gnmi_paths import to_proto
-from .gnmi_profile import Profile, ProfileError, StreamSpec, load_profiles
+from ...backoff import Backoff
+from ...schema import AutoBool, Bool, Duration, Int, ListOf, SchemaError, Section, Str
+from ..base import Source, SourceContext
+from . import shard as shard_mod
+from . import wire
+from .ingest import SwitchState
+from .paths import to_proto
+from .profile import Profile, ProfileError, StreamSpec, load_profiles
 
 SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
 ENCODING_ENUM = {"proto": pb.PROTO, "json": pb.JSON, "json_ietf": pb.JSON_IETF}

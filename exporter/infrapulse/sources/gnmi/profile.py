@@ -5,7 +5,7 @@ which encodings the platform speaks (in order of preference), and how each leaf 
 sample: which family, which path keys / name parts become labels, constant labels, a scale
 factor, an enum map, or (for `_info` families) which sibling leaves become labels.
 
-Built-in profiles live in `gnmi_profiles/*.yaml` next to this module; `profiles_dir` adds
+Built-in profiles live in `profiles/*.yaml` next to this module; `profiles_dir` adds
 more (a file with a built-in's name replaces it). Every problem is a `ProfileError` naming the
 file, the key path inside it and the reason. See docs/gnmi.md for the format.
 """
@@ -18,13 +18,13 @@ from typing import Any
 
 import yaml
 
-from .. import catalog
-from ..schema import parse_duration
-from .gnmi_families import BY_NAME
-from .gnmi_paths import ElemPath, PathPattern, PathSyntaxError, expand_ranges
+from ... import catalog
+from ...schema import parse_duration
+from .families import BY_NAME
+from .paths import ElemPath, PathPattern, PathSyntaxError, expand_ranges
 
 _MISSING = object()
-BUILTIN_DIR = Path(__file__).resolve().parent / "gnmi_profiles"
+BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
 ENCODINGS = ("proto", "json_ietf", "json")
 MODES = ("sample", "on_change", "target_defined")
 MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster

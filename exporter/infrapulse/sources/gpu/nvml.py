@@ -22,15 +22,19 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from ..backoff import Backoff
-from ..schema import AutoBool, Bool, Duration, Int, Section, Str
-from . import gpu_families
-from .base import PollingSource, SourceContext, TargetResult
+from ...backoff import Backoff
+from ...schema import AutoBool, Bool, Duration, Int, Section, Str
+from ..base import PollingSource, SourceContext, TargetResult
+from . import families as gpu_families
 from .nvml_api import InitError, NvmlApi, RealNvml
 from .nvml_poll import GpuPoller
 from .nvml_xid import XidWatcher
 
 TARGET = "nvml"
+
+
+# SourceContext.options key: a callable(path) -> NvmlApi that opens the data-driven fake.
+OPEN_FAKE_KEY = "nvml.open_fake"
 
 
 class NvmlSource(PollingSource):
@@ -66,8 +70,10 @@ class NvmlSource(PollingSource):
 
     def _make_api(self) -> NvmlApi:
         if self.config.get("fake"):
-            from ..simulate.nvml_fake import open_fake  # test/demo double, loaded only when asked for
-
+            # The fake lives in simulate/; the CLI or the demo injects its opener (OPEN_FAKE_KEY).
+            open_fake = self.ctx.options.get(OPEN_FAKE_KEY)
+            if open_fake is None:
+                raise InitError("no_fake", "sources.nvml.fake is set, but this daemon was given no NVML fake")
             return open_fake(self.config["fake"])
         return RealNvml()
 

@@ -4,7 +4,7 @@ These are NOT Prometheus series (dashboards use `histogram_quantile` on the expo
 histograms). The serving source feeds every successful scrape's normalised snapshot into a
 `QuantileTracker`; the health scorer reads it:
 
-    from infrapulse.sources.serving_window import serving_quantiles
+    from .latency import serving_quantiles
     serving_quantiles(store)            # or the ServingSource instance; optional window=seconds
     -> {"llama-70b": {
           "engine": "vllm",
@@ -36,8 +36,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..rates import counter_increase
+from ..sources.serving import normalize as norm
 from ..store import Histogram, Snapshot, Store
-from . import serving_normalize as norm
 
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 

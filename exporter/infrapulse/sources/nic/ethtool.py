@@ -27,10 +27,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from .. import catalog
-from ..schema import AutoBool, Duration, ListOf, Regex, Section, Str
-from ..store import Snapshot
-from .base import PollingSource, TargetResult
+from ... import catalog
+from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
+from ...store import Snapshot
+from ..base import PollingSource, TargetResult
 from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNotSupported
 from .infiniband import rdma_netdevs
 

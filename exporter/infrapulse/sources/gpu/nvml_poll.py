@@ -14,8 +14,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import Snapshot
-from . import gpu_families as fam
+from ...store import Snapshot
+from . import families as fam
 from . import nvml_api as api_mod
 from .nvml_api import ABSENT, SICK, FieldValue, NvmlApi
 

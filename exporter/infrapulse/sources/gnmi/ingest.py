@@ -41,11 +41,11 @@ from typing import Any
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
-from ..catalog import INFO
-from ..store import Snapshot
-from . import gnmi_wire as wire
-from .gnmi_columns import Column, Slots
-from .gnmi_families import (
+from ...catalog import INFO
+from ...store import Snapshot
+from . import wire
+from .columns import Column, Slots
+from .families import (
     LAST_UPDATE,
     MALFORMED,
     RECONNECTS,
@@ -54,9 +54,9 @@ from .gnmi_families import (
     SWITCH_UP,
     UPDATES,
 )
-from .gnmi_paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
-from .gnmi_profile import Profile, Rule
-from .gnmi_values import (
+from .paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
+from .profile import Profile, Rule
+from .values import (
     JSON_FIELDS,
     NUMERIC_FIELDS,
     MalformedValue,

@@ -21,14 +21,14 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .. import catalog
-from ..schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
-from ..scrape import ScrapeError, Scraper, ScrapeTarget
-from ..store import Histogram, Snapshot
-from ..textparse import MetricFamily
-from . import serving_normalize as norm
-from .base import Source
-from .serving_window import QuantileTracker, tracker_for
+from ... import catalog
+from ...health.latency import QuantileTracker, tracker_for
+from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
+from ...scrape import ScrapeError, Scraper, ScrapeTarget
+from ...store import Histogram, Snapshot
+from ...textparse import MetricFamily
+from ..base import Source
+from . import normalize as norm
 
 ENGINE_CHOICES = ("auto", "vllm", "sglang", "trtllm", "triton", "tgi")
 # Configured engine -> exposition formats it may speak (trtllm covers both TRT-LLM servers).

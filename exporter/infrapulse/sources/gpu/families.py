@@ -17,8 +17,8 @@ import fnmatch
 import weakref
 from collections.abc import Iterable
 
-from .. import catalog
-from ..store import Snapshot, Store
+from ... import catalog
+from ...store import Snapshot, Store
 
 MIG_LABELS = ("gpu_instance", "mig_profile")
 POD_LABELS = ("pod", "namespace", "container")
