@@ -19,7 +19,7 @@ from prometheus_client import exposition
 
 from . import __version__
 from .metrics import DaemonState
-from .store import Store
+from .store import SourceStatus, Store
 
 STORE_KEY = web.AppKey("store", Store)
 STATE_KEY = web.AppKey("state", DaemonState)
@@ -68,6 +68,22 @@ async def healthz_handler(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
+def coverage_summary(st: SourceStatus) -> dict | None:
+    """How many of an instance's mappings yield nothing, and one unmapped example (None when the
+    source reports no mappings)."""
+    if not st.coverage and not st.series_dropped:
+        return None
+    empty = sorted(m for m, cov in st.coverage.items() if cov.series == 0)
+    unmapped = [(m, cov) for m, cov in sorted(st.coverage.items()) if cov.unmapped]
+    return {
+        "mappings": len(st.coverage),
+        "empty": empty,
+        "unmapped_total": sum(cov.unmapped for _, cov in unmapped),
+        "unmapped_example": {"mapping": unmapped[0][0], "sample": unmapped[0][1].sample} if unmapped else None,
+        "series_dropped": st.series_dropped,
+    }
+
+
 def sources_status(store: Store) -> list[dict]:
     out = []
     for st in sorted(store.status.values(), key=lambda s: (s.source, s.target)):
@@ -76,6 +92,7 @@ def sources_status(store: Store) -> list[dict]:
             "message": st.message, "last_success": st.last_success or None,
             "collect_duration_seconds": round(st.collect_duration, 6), "errors": st.errors,
             "skipped": st.partial_errors,
+            "coverage": coverage_summary(st),
         })
     return out
 

@@ -40,6 +40,20 @@ SOURCE_STATUS = catalog.declare(
     "infrapulse_source_status_info", catalog.INFO,
     "The reason behind infrapulse_source_up: ok, partial (some files or fields skipped), or why it failed.",
     ("source", "target", "reason"), source="daemon")
+SOURCE_MAPPING_SERIES = catalog.declare(
+    "infrapulse_source_mapping_series", catalog.GAUGE,
+    "Series one mapping of a source instance yields now (a subscribed gNMI path, a serving family the "
+    "engine's mapping promises, a dcgm-exporter field). 0 on a live target: the mapping maps to nothing.",
+    ("source", "target", "mapping"), source="daemon")
+SOURCE_UNMAPPED = catalog.declare(
+    "infrapulse_source_unmapped_total", catalog.COUNTER,
+    "Updates or samples that arrived for a mapping of a source instance and matched no mapping rule "
+    "(counted and dropped; /api/v1/sources shows one example).",
+    ("source", "target", "mapping"), source="daemon")
+SOURCE_SERIES_DROPPED = catalog.declare(
+    "infrapulse_source_series_dropped_total", catalog.COUNTER,
+    "New series a source instance refused because it reached its series budget.",
+    ("source", "target"), source="daemon")
 BUILD_INFO = catalog.declare(
     "infrapulse_build_info", catalog.INFO, "infrapulse version running.", ("version",), source="daemon")
 NODE_INFO = catalog.declare(
@@ -172,7 +186,13 @@ class StoreCollector:
     def _self_metrics(self, series_per_source: dict[str, int]) -> Iterator[Metric]:
         statuses = sorted(self.store.status.values(), key=lambda s: (s.source, s.target))
         up, last, duration, errors, status = {}, {}, {}, {}, {}
+        mapping_series, unmapped, dropped = {}, {}, {}
         for st in statuses:
+            for mapping, cov in st.coverage.items():
+                mapping_series[(st.source, st.target, mapping)] = float(cov.series)
+                unmapped[(st.source, st.target, mapping)] = float(cov.unmapped)
+            if st.series_dropped:
+                dropped[(st.source, st.target)] = float(st.series_dropped)
             key = (st.source, st.target)
             up[key] = 1.0 if st.up else 0.0
             if st.last_success:
@@ -183,6 +203,8 @@ class StoreCollector:
         static = [
             (SOURCE_UP, up), (SOURCE_LAST_SUCCESS, last), (SOURCE_DURATION, duration),
             (SOURCE_ERRORS, errors), (SOURCE_STATUS, status),
+            (SOURCE_MAPPING_SERIES, mapping_series), (SOURCE_UNMAPPED, unmapped),
+            (SOURCE_SERIES_DROPPED, dropped),
             (BUILD_INFO, {(__version__,): 1.0}),
             (NODE_INFO, {(self.state.hostname, self.state.role): 1.0}),
             (RELOAD_OK, {(): 1.0 if self.state.reload_successful else 0.0}),

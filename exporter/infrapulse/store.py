@@ -10,6 +10,7 @@ Sources doing blocking work in threads hand their snapshot back to the loop to p
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from . import catalog
 
 LabelValues = tuple[str, ...]
+
+log = logging.getLogger("infrapulse.store")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,17 @@ class Snapshot:
 
 
 @dataclass
+class MappingCoverage:
+    """What one mapping of a source instance yields: a subscribed gNMI path, a serving family
+    the engine's mapping promises, a dcgm-exporter field. Exported as infrapulse_source_mapping_*,
+    so a mapping that yields nothing is visible instead of looking like a quiet target."""
+
+    series: int = 0  # series it maps to now; 0 on a live target means "maps to nothing"
+    unmapped: int = 0  # updates or samples that arrived for it and matched no rule, since start
+    sample: str = ""  # one example of what went unmapped (a path, a metric name)
+
+
+@dataclass
 class SourceStatus:
     """Health of one source instance, exported as infrapulse_source_* and in /api/v1/health."""
 
@@ -74,6 +88,8 @@ class SourceStatus:
     collect_duration: float = 0.0
     errors: int = 0  # failed collections since start
     partial_errors: list[str] = field(default_factory=list)  # files/fields skipped last time
+    coverage: dict[str, MappingCoverage] = field(default_factory=dict)  # mapping -> what it yields
+    series_dropped: int = 0  # new series refused by the source's series budget, since start
 
 
 class Store:
@@ -123,6 +139,30 @@ class Store:
         status.last_success = now
         status.last_attempt = now
         status.collect_duration = duration
+
+    def set_coverage(self, source: str, target: str, series_by_mapping: dict[str, int]) -> None:
+        """Replace the per-mapping series counts of an instance (mappings not named are
+        forgotten); unmapped counts of the mappings that remain are kept."""
+        status = self.status_of(source, target)
+        old = status.coverage
+        status.coverage = {m: MappingCoverage(n, old[m].unmapped, old[m].sample) if m in old
+                           else MappingCoverage(n) for m, n in series_by_mapping.items()}
+
+    def count_unmapped(self, source: str, target: str, mapping: str, sample: str, count: int = 1) -> None:
+        """Updates or samples of `mapping` that matched no rule; the first one is logged."""
+        status = self.status_of(source, target)
+        cov = status.coverage.get(mapping)
+        if cov is None:
+            cov = status.coverage[mapping] = MappingCoverage()
+        if cov.unmapped == 0:
+            log.warning("%s %s: %s yields data no mapping rule matches (e.g. %s); it is counted in "
+                        "infrapulse_source_unmapped_total and dropped", source, target, mapping, sample)
+        cov.unmapped += count
+        cov.sample = sample
+
+    def count_dropped_series(self, source: str, target: str, count: int = 1) -> None:
+        """New series the source refused because the instance reached its series budget."""
+        self.status_of(source, target).series_dropped += count
 
     def record_failure(self, source: str, target: str, reason: str, message: str = "",
                        duration: float = 0.0) -> None:
