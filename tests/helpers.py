@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from infrapulse.metrics import make_registry
+
+ROOT = Path(__file__).resolve().parents[1]
+# Real captures nobody here wrote (../shared/real beside the project; CI has it there too).
+REAL = ROOT.parent / "shared" / "real"
+
+
+def real(*parts: str) -> Path:
+    """A real capture under ../shared/real; a missing one fails the test (never a skip)."""
+    path = REAL.joinpath(*parts)
+    assert path.exists(), f"real capture missing: {path} (shared/ must sit beside the project)"
+    return path
+
 
 
 def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:
