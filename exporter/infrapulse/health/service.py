@@ -17,6 +17,7 @@ from collections import deque
 from aiohttp import web
 
 from ..http import LINKS_KEY, STATE_KEY, sources_status
+from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
 from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
@@ -117,7 +118,7 @@ class HealthService:
                     snap.add(SIGNAL_SCORE, (name, result.signal.name), result.score)
         for d in report.detractors[:METRIC_DETRACTORS]:
             snap.add(DETRACTOR, (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
-        self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=max(3 * self.interval, 30.0))
+        self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
     def as_json(self) -> dict:
         if self.report is None:

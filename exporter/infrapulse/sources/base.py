@@ -24,6 +24,12 @@ from ..schema import Section
 from ..store import Snapshot, Store
 
 
+def stale_after(interval: float) -> float:
+    """How long a published snapshot stays on /metrics without a refresh: three missed
+    intervals, at least 30 s (so a short interval does not make series blink)."""
+    return max(3 * interval, 30.0)
+
+
 @dataclass
 class SourceContext:
     store: Store
@@ -86,8 +92,7 @@ class PollingSource(Source):
 
     @property
     def stale_after(self) -> float:
-        # Three missed polls (at least 30 s) before a series disappears from /metrics.
-        return max(3 * self.interval, 30.0)
+        return stale_after(self.interval)
 
     async def collect(self) -> list[TargetResult]:
         raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ... import catalog
 
-SOURCE = "gnmi"
+FAMILY_SOURCE = "gnmi"  # the catalogue's `source` of every family declared here
 C, G, INFO = catalog.COUNTER, catalog.GAUGE, catalog.INFO
 SW = ("switch",)
 IF = ("switch", "interface")
@@ -14,7 +14,7 @@ QUEUE = ("switch", "interface", "queue")
 
 
 def _declare(name: str, type_: str, help_: str, labels: tuple[str, ...], unit: str = "") -> catalog.Family:
-    return catalog.declare(name, type_, help_, labels, unit=unit, source=SOURCE)
+    return catalog.declare(name, type_, help_, labels, unit=unit, source=FAMILY_SOURCE)
 
 
 # -- stream health (written by the source itself, never by a profile) --------------------------

@@ -33,7 +33,7 @@ from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from ...backoff import Backoff
 from ...schema import AutoBool, Bool, Duration, Int, ListOf, SchemaError, Section, Str
-from ..base import Source, SourceContext
+from ..base import Source, SourceContext, stale_after
 from . import shard as shard_mod
 from . import wire
 from .ingest import SwitchState
@@ -388,7 +388,7 @@ class SwitchSession:
         self.expects_traffic = bool(intervals or heartbeats)
         self.stall_timeout: float = conn["stall_timeout"] or max(3 * longest, 10.0)
         self.sweep_period = max(intervals, default=longest)
-        self.stale_after = max(3 * longest, 30.0)
+        self.stale_after = stale_after(longest)
         self.encoding = ""
         self.ever_synced = False
         self.down_since = time.time()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import fnmatch
 import weakref
-from collections.abc import Iterable
 
 from ... import catalog
 from ...store import Snapshot, Store
@@ -226,6 +225,3 @@ def ownership(store: Store) -> Ownership:
         record = _OWNERSHIP[store] = Ownership()
     return record
 
-
-def family_names() -> Iterable[str]:
-    return [f.name for f in catalog.all_families() if f.name.startswith("infrapulse_gpu_")]

@@ -62,7 +62,6 @@ CLOCK_SM = 1
 CLOCK_MEM = 2
 PCIE_TX = 0
 PCIE_RX = 1
-EVENT_XID_CRITICAL = 0x8
 MIG_ENABLED = 1
 SCOPE_ALL_LINKS = 0xFFFFFFFF  # a field-values scopeId meaning "summed over all NVLink links"
 

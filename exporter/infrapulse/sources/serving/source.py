@@ -22,12 +22,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ... import catalog
-from ...health.latency import QuantileTracker, tracker_for
 from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
-from ..base import Source
+from ..base import Source, stale_after
 from . import normalize as norm
 
 ENGINE_CHOICES = ("auto", "vllm", "sglang", "trtllm", "triton", "tgi")
@@ -203,12 +202,14 @@ class ServingSource(Source):
         super().__init__(config, ctx)
         self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.get("endpoints") or []]
         self.scraper = Scraper()
-        self.tracker: QuantileTracker = tracker_for(self.store, config.get("history") or 600.0)
+        from ...health.latency import tracker_for  # interim: the health layer will own this tracker
+
+        self.tracker = tracker_for(self.store, config.get("history") or 600.0)
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
 
     def stale_after(self, ep: Endpoint) -> float:
-        return max(3 * ep.interval, 30.0)
+        return stale_after(ep.interval)
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._poll_forever(ep), name=f"serving:{ep.name}") for ep in self.endpoints]
