@@ -12,7 +12,7 @@ import gzip
 import html
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import exposition
@@ -129,7 +129,7 @@ LINKS_KEY = web.AppKey("links", list)
 
 
 def make_app(store: Store, state: DaemonState, registry,
-             extensions: list[Callable[[web.Application], None]] = (),
+             extensions: Sequence[Callable[[web.Application], None]] = (),
              middlewares=(), render_cache: float = 0.0) -> web.Application:
     """Build the aiohttp app; `extensions` add routes (the health API) without touching this module."""
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)

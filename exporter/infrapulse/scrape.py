@@ -326,7 +326,7 @@ class Scraper:
 
 
 async def _read_bounded(resp: aiohttp.ClientResponse, limit: int, where: str) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while True:
         chunk = await resp.content.read(_CHUNK)

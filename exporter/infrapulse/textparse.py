@@ -186,12 +186,13 @@ def parse(text: str, openmetrics: bool = False,
         elif label_cache is None:
             labels = parse_labels(label_text, lineno)
         else:
-            labels = label_cache.get(label_text)
-            if labels is None:
-                labels = parse_labels(label_text, lineno)
+            cached = label_cache.get(label_text)
+            if cached is None:
+                cached = parse_labels(label_text, lineno)
                 if len(label_cache) >= LABEL_CACHE_LIMIT:
                     label_cache.clear()  # bounded: a target with churning labels cannot grow it
-                label_cache[label_text] = labels
+                label_cache[label_text] = cached
+            labels = cached
         if escaped and name in escaped:
             name = escaped[name]
         if current is None or name not in owned:
