@@ -43,7 +43,8 @@ class Daemon:
         self.config_path = config_path
         self.listen_override = listen_override
         self.store = Store()
-        hostname = hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME") or socket.gethostname()
+        hostname = (hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME")
+                    or socket.gethostname())
         self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
         self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}

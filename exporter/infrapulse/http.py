@@ -79,7 +79,8 @@ def coverage_summary(st: SourceStatus) -> dict | None:
         "mappings": len(st.coverage),
         "empty": empty,
         "unmapped_total": sum(cov.unmapped for _, cov in unmapped),
-        "unmapped_example": {"mapping": unmapped[0][0], "sample": unmapped[0][1].sample} if unmapped else None,
+        "unmapped_example": ({"mapping": unmapped[0][0], "sample": unmapped[0][1].sample}
+                             if unmapped else None),
         "series_dropped": st.series_dropped,
     }
 

@@ -87,7 +87,8 @@ def load(path: str | Path) -> WebConfig:
                 tls[key] = str(base / tls[key])
         needs_ca = tls["client_auth_type"] in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
         if needs_ca and not tls["client_ca_file"]:
-            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: required for {tls['client_auth_type']}")
+            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: "
+                                 f"required for {tls['client_auth_type']}")
     users = {}
     for user, hashed in doc["basic_auth_users"].items():
         if not hashed.startswith(("$2a$", "$2b$", "$2y$")):

@@ -43,7 +43,8 @@ NO_MIG = 0xFFFFFFFF
 _FIELD_GROUPS = {
     "ecc": {api.FI_ECC_SBE_VOL, api.FI_ECC_DBE_VOL, api.FI_ECC_SBE_AGG, api.FI_ECC_DBE_AGG},
     "retired_pages": {api.FI_RETIRED_SBE, api.FI_RETIRED_DBE, api.FI_RETIRED_PENDING},
-    "remapped_rows": {api.FI_REMAPPED_COR, api.FI_REMAPPED_UNC, api.FI_REMAPPED_PENDING, api.FI_REMAPPED_FAILURE},
+    "remapped_rows": {api.FI_REMAPPED_COR, api.FI_REMAPPED_UNC, api.FI_REMAPPED_PENDING,
+                      api.FI_REMAPPED_FAILURE},
     "memory_temperature": {api.FI_MEMORY_TEMP},
     "energy": {api.FI_TOTAL_ENERGY},
     "pcie_replays": {api.FI_PCIE_REPLAY},
@@ -75,14 +76,16 @@ class FakeGpu:
         self.spec = {**model, **entry}
         self.not_supported = set(self.spec.get("not_supported", ()))
         name = self.spec.get("name", "NVIDIA GPU")
-        self.uuid = self.spec.get("uuid") or "GPU-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, f"{name}/{index}"))
+        self.uuid = self.spec.get("uuid") or "GPU-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS,
+                                                                         f"{name}/{index}"))
         bus = _PCI_BUSES[index % len(_PCI_BUSES)] + 0x100 * (index // len(_PCI_BUSES))
         self.pci_bus_id = self.spec.get("pci_bus_id") or f"00000000:{bus:02X}:00.0"
         self.handle = FakeHandle(index)
         self.migs: list[FakeHandle] = []
         for entry_mig in self.spec.get("mig", ()):
             mig = dict(entry_mig)
-            mig["uuid"] = "MIG-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, f"{self.uuid}/{mig['gpu_instance']}"))
+            mig_name = f"{self.uuid}/{mig['gpu_instance']}"
+            mig["uuid"] = "MIG-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, mig_name))
             self.migs.append(FakeHandle(index, mig))
         if self.migs:
             self.not_supported |= {"utilization", "remapped_rows"}  # not per physical GPU in MIG mode
@@ -216,7 +219,8 @@ class FakeNvml:
 
     @staticmethod
     def _override(state: dict, changes: dict) -> None:
-        for key in ("utilization", "power_w", "temperature", "memory_temperature", "clock_sm_mhz", "clock_mem_mhz"):
+        for key in ("utilization", "power_w", "temperature", "memory_temperature", "clock_sm_mhz",
+                    "clock_mem_mhz"):
             if key in changes:
                 state[key] = float(changes[key])
         if "reasons" in changes:
@@ -328,8 +332,9 @@ class FakeNvml:
             gpu = self._device(h, "memory_info", "memory_info", mig_ok=True)
             if h.mig is not None:
                 return MemoryInfo(int(h.mig["memory_total"]), int(h.mig["memory_used"]), None)
-            reserved = None if "memory_reserved" in gpu.not_supported else int(gpu.spec.get("memory_reserved", 0))
-            return MemoryInfo(int(gpu.spec.get("memory_total", 0)), int(gpu.spec.get("memory_used", 0)), reserved)
+            spec = gpu.spec
+            reserved = None if "memory_reserved" in gpu.not_supported else int(spec.get("memory_reserved", 0))
+            return MemoryInfo(int(spec.get("memory_total", 0)), int(spec.get("memory_used", 0)), reserved)
 
     def power_usage(self, h: FakeHandle) -> int:
         with self._cond:

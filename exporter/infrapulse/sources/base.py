@@ -113,7 +113,8 @@ class PollingSource(Source):
         try:
             results = await asyncio.wait_for(self.collect(), self.interval * self.timeout_fraction)
         except asyncio.TimeoutError:
-            self._fail_all("timeout", f"collection took longer than {self.interval * self.timeout_fraction:.3g}s",
+            limit = self.interval * self.timeout_fraction
+            self._fail_all("timeout", f"collection took longer than {limit:.3g}s",
                            time.perf_counter() - started)
             return
         except Exception as exc:  # a bug or an unexpected OS error: report it, keep the daemon up

@@ -101,7 +101,8 @@ class NvmlSource(PollingSource):
                 self.store.record_failure(self.name, TARGET, exc.reason, exc.message)
                 await asyncio.sleep(backoff.delay())
         assert self.poller is not None  # _start() returned
-        self.log.info("NVML started", extra={"gpus": len(self.poller.gpus), "driver": self.poller.driver_version,
+        self.log.info("NVML started", extra={"gpus": len(self.poller.gpus),
+                                             "driver": self.poller.driver_version,
                                              "xid_events": self.watcher is not None})
         await super().run()
 

@@ -50,8 +50,9 @@ _TRANSIENT_ABSENT = {NOT_FOUND, NO_DATA}
 SICK_REASONS = {GPU_IS_LOST: "gpu_is_lost", RESET_REQUIRED: "reset_required", UNKNOWN: "unknown_error"}
 INIT_REASONS = {LIBRARY_NOT_FOUND: "no_nvml", DRIVER_NOT_LOADED: "driver_not_loaded",
                 LIB_RM_VERSION_MISMATCH: "driver_mismatch", NO_PERMISSION: "no_permission"}
-CODE_NAMES = {INVALID_ARGUMENT: "InvalidArgument", NOT_SUPPORTED: "NotSupported", NO_PERMISSION: "NoPermission",
-              NOT_FOUND: "NotFound", FUNCTION_NOT_FOUND: "FunctionNotFound", NO_DATA: "NoData",
+CODE_NAMES = {INVALID_ARGUMENT: "InvalidArgument", NOT_SUPPORTED: "NotSupported",
+              NO_PERMISSION: "NoPermission", NOT_FOUND: "NotFound",
+              FUNCTION_NOT_FOUND: "FunctionNotFound", NO_DATA: "NoData",
               DEPRECATED: "Deprecated", ARGUMENT_VERSION_MISMATCH: "ArgumentVersionMismatch",
               VGPU_ECC_NOT_SUPPORTED: "VgpuEccNotSupported", GPU_IS_LOST: "GpuIsLost",
               RESET_REQUIRED: "ResetRequired", UNKNOWN: "Unknown", TIMEOUT: "Timeout"}
@@ -160,7 +161,8 @@ class NvmlApi(Protocol):
     def mig_device_handle(self, h: Any, index: int) -> Any: ...    # nvmlDeviceGetMigDeviceHandleByIndex
     def gpu_instance_id(self, h: Any) -> int: ...                  # nvmlDeviceGetGpuInstanceId
     def supported_clocks_event_reasons(self, h: Any) -> int: ...   # nvmlDeviceGetSupportedClocksEventReasons
-    def utilization(self, h: Any) -> tuple[int, int]: ...          # nvmlDeviceGetUtilizationRates (gpu %, mem %)
+    # nvmlDeviceGetUtilizationRates (gpu %, mem %)
+    def utilization(self, h: Any) -> tuple[int, int]: ...
     def memory_info(self, h: Any) -> MemoryInfo: ...               # nvmlDeviceGetMemoryInfo(v2)
     def power_usage(self, h: Any) -> int: ...                      # nvmlDeviceGetPowerUsage (mW)
     def enforced_power_limit(self, h: Any) -> int: ...             # nvmlDeviceGetEnforcedPowerLimit (mW)
@@ -170,10 +172,13 @@ class NvmlApi(Protocol):
     def performance_state(self, h: Any) -> int: ...                # nvmlDeviceGetPerformanceState
     def pcie_throughput(self, h: Any, counter: int) -> int: ...    # nvmlDeviceGetPcieThroughput (KB/s)
     def nvlink_state(self, h: Any, link: int) -> int: ...          # nvmlDeviceGetNvLinkState (old drivers)
-    def field_values(self, h: Any, fields: list[tuple[int, int]]) -> list[FieldValue]: ...  # nvmlDeviceGetFieldValues
+    # nvmlDeviceGetFieldValues
+    def field_values(self, h: Any, fields: list[tuple[int, int]]) -> list[FieldValue]: ...
     def event_set_create(self) -> Any: ...                         # nvmlEventSetCreate
-    def register_xid_events(self, h: Any, event_set: Any) -> None: ...  # nvmlDeviceRegisterEvents(XidCritical)
-    def event_set_wait(self, event_set: Any, timeout_ms: int) -> XidEvent | None: ...  # nvmlEventSetWait; None on timeout
+    # nvmlDeviceRegisterEvents(XidCritical)
+    def register_xid_events(self, h: Any, event_set: Any) -> None: ...
+    # nvmlEventSetWait; None on timeout
+    def event_set_wait(self, event_set: Any, timeout_ms: int) -> XidEvent | None: ...
     def event_set_free(self, event_set: Any) -> None: ...          # nvmlEventSetFree
 
 
@@ -311,7 +316,8 @@ class RealNvml:
             raise
         if data.eventType != nvml.nvmlEventTypeXidCriticalError:
             return None
-        return XidEvent(data.device, int(data.eventData), int(data.gpuInstanceId), int(data.computeInstanceId))
+        return XidEvent(data.device, int(data.eventData), int(data.gpuInstanceId),
+                        int(data.computeInstanceId))
 
     def event_set_free(self, event_set: Any) -> None:
         self._nvml.nvmlEventSetFree(event_set)

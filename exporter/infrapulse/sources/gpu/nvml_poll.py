@@ -29,7 +29,8 @@ _SCALAR_FIELDS = (
     api_mod.FI_ECC_SBE_VOL, api_mod.FI_ECC_DBE_VOL, api_mod.FI_ECC_SBE_AGG, api_mod.FI_ECC_DBE_AGG,
     api_mod.FI_RETIRED_SBE, api_mod.FI_RETIRED_DBE, api_mod.FI_RETIRED_PENDING,
     api_mod.FI_MEMORY_TEMP, api_mod.FI_TOTAL_ENERGY, api_mod.FI_PCIE_REPLAY,
-    api_mod.FI_REMAPPED_COR, api_mod.FI_REMAPPED_UNC, api_mod.FI_REMAPPED_PENDING, api_mod.FI_REMAPPED_FAILURE,
+    api_mod.FI_REMAPPED_COR, api_mod.FI_REMAPPED_UNC, api_mod.FI_REMAPPED_PENDING,
+    api_mod.FI_REMAPPED_FAILURE,
 )
 _LINK_FIELDS = (api_mod.FI_NVLINK_STATE, api_mod.FI_NVLINK_DATA_TX, api_mod.FI_NVLINK_DATA_RX)
 
@@ -61,7 +62,8 @@ _FIELD_NAMES = {
     api_mod.FI_RETIRED_SBE: "retired_pages_sbe", api_mod.FI_RETIRED_DBE: "retired_pages_dbe",
     api_mod.FI_RETIRED_PENDING: "retired_pages_pending", api_mod.FI_MEMORY_TEMP: "memory_temperature",
     api_mod.FI_TOTAL_ENERGY: "total_energy", api_mod.FI_PCIE_REPLAY: "pcie_replays",
-    api_mod.FI_REMAPPED_COR: "remapped_rows_correctable", api_mod.FI_REMAPPED_UNC: "remapped_rows_uncorrectable",
+    api_mod.FI_REMAPPED_COR: "remapped_rows_correctable",
+    api_mod.FI_REMAPPED_UNC: "remapped_rows_uncorrectable",
     api_mod.FI_REMAPPED_PENDING: "row_remap_pending", api_mod.FI_REMAPPED_FAILURE: "row_remap_failure",
     api_mod.FI_NVLINK_STATE: "nvlink_state", api_mod.FI_NVLINK_DATA_TX: "nvlink_data_tx",
     api_mod.FI_NVLINK_DATA_RX: "nvlink_data_rx",
@@ -76,7 +78,8 @@ KB = 1024.0  # NVML's PCIe throughput is in "KB/s"; NVML's KB is binary, as its 
 FieldTargets = dict[tuple[int, int], tuple[str, tuple[str, ...], float | None]]
 
 
-def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str], opt: tuple[str, ...]) -> FieldTargets:
+def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str],
+                   opt: tuple[str, ...]) -> FieldTargets:
     """The lookup of one GPU's field values, built once so a poll only looks values up."""
     targets: FieldTargets = {}
     for fid, scope in fields:
@@ -173,8 +176,10 @@ class GpuPoller:
             gpu.pci_bus_id = self._call(gpu, "pci_bus_id", self.api.pci_bus_id) or gpu.pci_bus_id
             mig = self._call(gpu, "mig_mode", self.api.mig_mode)
             gpu.mig_enabled = None if mig is None else mig == api_mod.MIG_ENABLED
-            reasons = self._call(gpu, "supported_clocks_event_reasons", self.api.supported_clocks_event_reasons)
-            gpu.supported_reasons = fam.ALL_CLOCK_EVENT_BITS if reasons is None else reasons & fam.ALL_CLOCK_EVENT_BITS
+            reasons = self._call(gpu, "supported_clocks_event_reasons",
+                                 self.api.supported_clocks_event_reasons)
+            all_bits = fam.ALL_CLOCK_EVENT_BITS
+            gpu.supported_reasons = all_bits if reasons is None else reasons & all_bits
             gpu.links = self._link_count(gpu)
             gpu.fields = [(f, 0) for f in _SCALAR_FIELDS]
             gpu.fields += [(f, link) for link in range(gpu.links) for f in _LINK_FIELDS]
@@ -410,7 +415,8 @@ class GpuPoller:
                     gpu.absent.add(what)
                 return None
             if required:  # without a handle or uuid the GPU cannot be reported as itself
-                raise GpuSick("inaccessible" if kind == ABSENT else "unknown_error", f"{what}: {exc}") from None
+                reason = "inaccessible" if kind == ABSENT else "unknown_error"
+                raise GpuSick(reason, f"{what}: {exc}") from None
             self._errors.append(f"gpu {gpu.label} {what}: {type(exc).__name__}: {exc}")
             return None
 
@@ -423,7 +429,8 @@ class GpuPoller:
 
     def _flush_absent(self) -> None:
         for device, values in self._new_absent.items():
-            self.log.info("NVML values this GPU does not report are left out", extra={"gpu": device, "values": values})
+            self.log.info("NVML values this GPU does not report are left out",
+                          extra={"gpu": device, "values": values})
         self._new_absent = {}
 
 

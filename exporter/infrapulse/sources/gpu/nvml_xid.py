@@ -77,7 +77,8 @@ class XidWatcher:
 
     # -- the watcher thread -------------------------------------------------------------------
 
-    def _run(self, devices: tuple[tuple[str, Any], ...], stop: threading.Event, ready: threading.Event) -> None:
+    def _run(self, devices: tuple[tuple[str, Any], ...], stop: threading.Event,
+             ready: threading.Event) -> None:
         api = self.api
         try:
             event_set = api.event_set_create()
