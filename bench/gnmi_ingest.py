@@ -52,7 +52,8 @@ def sample_messages(ports: int = PORTS) -> list[bytes]:
     switch = SimSwitch("bench", PROFILE, ports=ports, frozen=True)
     groups: dict[tuple, list] = {}
     for container, leaves in switch.containers():
-        depth = 2 if container[0][0] == "interfaces" else 3  # interfaces/interface[..] or qos/interfaces/interface[..]
+        # interfaces/interface[..] or qos/interfaces/interface[..]
+        depth = 2 if container[0][0] == "interfaces" else 3
         if container[0][0] == "lldp":
             continue
         prefix, rest = container[:depth], container[depth:]
@@ -97,7 +98,8 @@ def serve(port_queue, ports: int) -> None:
         server = grpc.aio.server(options=[("grpc.max_concurrent_streams", 1000)])
         handlers = {
             "Subscribe": grpc.stream_stream_rpc_method_handler(
-                subscribe, request_deserializer=pb.SubscribeRequest.FromString, response_serializer=lambda b: b),
+                subscribe, request_deserializer=pb.SubscribeRequest.FromString,
+                response_serializer=lambda b: b),
             "Capabilities": grpc.unary_unary_rpc_method_handler(
                 capabilities, request_deserializer=pb.CapabilityRequest.FromString,
                 response_serializer=pb.CapabilityResponse.SerializeToString),
@@ -272,7 +274,8 @@ async def transport_floor(port: int, switches: int, seconds: float, leaves_per_m
     received = [0]
 
     async def drain(channel) -> None:
-        call = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
+        call = channel.stream_stream(SUBSCRIBE_METHOD,
+                                     request_serializer=pb.SubscribeRequest.SerializeToString,
                                      response_deserializer=None)()
         await call.write(pb.SubscribeRequest())
         async for _ in call:
@@ -291,7 +294,8 @@ async def transport_floor(port: int, switches: int, seconds: float, leaves_per_m
     return (m1 - m0) * leaves_per_message / (c1 - c0)
 
 
-async def measure_clients(port: int, switches: int, seconds: float, leaves_per_message: float) -> tuple[dict, float]:
+async def measure_clients(port: int, switches: int, seconds: float,
+                          leaves_per_message: float) -> tuple[dict, float]:
     # One event loop for both: grpc.aio binds its completion-queue poller to the first loop.
     ours = await run_infrapulse(port, switches, seconds)
     return ours, await transport_floor(port, switches, min(seconds, 4.0), leaves_per_message)
@@ -311,8 +315,8 @@ def run_pygnmi(port: int, seconds: float, streams: int = 1) -> tuple[float, floa
         try:
             with gNMIclient(target=("127.0.0.1", port), insecure=True, username="u", password="p") as gc_:
                 sub = gc_.subscribe2(subscribe={
-                    "subscription": [{"path": "/interfaces/interface[name=*]/state/counters", "mode": "sample",
-                                      "sample_interval": 1_000_000_000}],
+                    "subscription": [{"path": "/interfaces/interface[name=*]/state/counters",
+                                      "mode": "sample", "sample_interval": 1_000_000_000}],
                     "mode": "stream", "encoding": "proto"})
                 while not stop.is_set():
                     msg = sub.get_update(timeout=5)
@@ -364,7 +368,8 @@ def main() -> None:
         ceiling = raw_decode(messages, min(args.seconds, 4.0))
         print(f"(a) raw protobuf decode (ceiling):     {ceiling:>12,.0f} leaves/s per CPU-second")
 
-        ours, floor = asyncio.run(measure_clients(port, args.switches, args.seconds, per_switch / len(messages)))
+        ours, floor = asyncio.run(measure_clients(port, args.switches, args.seconds,
+                                                  per_switch / len(messages)))
         print(f"(b) infrapulse gnmi source into store: {ours['updates_per_s_wall']:>12,.0f} updates/s wall "
               f"({ours['updates_per_cpu_s']:,.0f}/CPU-s; process CPU {ours['cpu_s']:.2f}s over "
               f"{ours['wall_s']:.2f}s wall, event-loop thread {ours['main_thread_cpu_s']:.2f}s)")
@@ -374,7 +379,8 @@ def main() -> None:
         print(f"(c) pygnmi subscribe2 + telemetryParser: {pyg:>11,.0f} updates/s wall ({pyg_cpu:,.0f}/CPU-s; "
               f"{args.switches} subscriptions = {args.switches} client threads)")
         pyg1, pyg1_cpu = run_pygnmi(port, args.seconds, streams=1)
-        print(f"    pygnmi with a single subscription:   {pyg1:>11,.0f} updates/s wall ({pyg1_cpu:,.0f}/CPU-s)")
+        print(f"    pygnmi with a single subscription:   {pyg1:>11,.0f} updates/s wall "
+              f"({pyg1_cpu:,.0f}/CPU-s)")
         micro = in_process_apply(messages, min(args.seconds, 4.0), args.switches)
         print(f"    infrapulse SwitchState alone (parse + apply, no gRPC, {args.switches} switches): "
               f"{micro:,.0f} leaves/s per CPU-s")
@@ -383,15 +389,18 @@ def main() -> None:
         print()
         print(f"infrapulse / pygnmi:            {ours['updates_per_s_wall'] / pyg:6.1f}x wall, "
               f"{ours['updates_per_cpu_s'] / pyg_cpu:.1f}x per CPU-s on the same {args.switches} streams; "
-              f"{ours['updates_per_s_wall'] / pyg1:.1f}x / {ours['updates_per_cpu_s'] / pyg1_cpu:.1f}x against "
+              f"{ours['updates_per_s_wall'] / pyg1:.1f}x / "
+              f"{ours['updates_per_cpu_s'] / pyg1_cpu:.1f}x against "
               f"pygnmi's best case (1 stream)   (target >= 5x)")
-        print(f"raw decode / infrapulse:        {ceiling / ours['updates_per_cpu_s']:6.2f}x end to end (gRPC included), "
+        print(f"raw decode / infrapulse:        {ceiling / ours['updates_per_cpu_s']:6.2f}x end to end "
+              "(gRPC included), "
               f"{ceiling / micro:.2f}x decode+apply only   (target <= 3x, per CPU-s)")
         print(f"live series: {ours['live_series']:,}   RSS {ours['live_rss_mb']:.0f} MB while streaming, "
               f"{ours['rss_mb']:.0f} MB after closing the channels "
               f"(before connecting {ours['rss_before_mb']:.0f} MB)   (target <= 300 MB)")
         print(f"/metrics render of {ours['series']:,} series: infrapulse {ours['render_s'] * 1000:.0f} ms "
-              f"({ours['render_bytes'] / 1e6:.1f} MB), prometheus_client registry {peer_render * 1000:.0f} ms "
+              f"({ours['render_bytes'] / 1e6:.1f} MB), "
+              f"prometheus_client registry {peer_render * 1000:.0f} ms "
               f"({peer_bytes / 1e6:.1f} MB): ratio {ours['render_s'] / peer_render:.2f}x (target <= 1x)")
     finally:
         server.terminate()

@@ -46,8 +46,8 @@ def free_port() -> int:
 
 def start_fabric(args, targets_file: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [PY, "-m", "infrapulse", "simulate", "gnmi", "--switches", str(args.switches), "--ports", str(args.ports),
-         "--profile", args.profile, "--targets-file", str(targets_file)],
+        [PY, "-m", "infrapulse", "simulate", "gnmi", "--switches", str(args.switches),
+         "--ports", str(args.ports), "--profile", args.profile, "--targets-file", str(targets_file)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = proc.stdout.readline()
     if "serving" not in line:
@@ -170,7 +170,8 @@ async def soak(args, base: str, pid: int, targets_file: Path, fabrics: list[subp
             stats.update(cycle=cycle, fault=kind, gnmi_series=series, rss_floor=min(rss), rss_peak=max(rss))
             samples.append(stats)
             print(f"  cycle {cycle:3d} ({kind:5}): rss floor {stats['rss_floor'] / 2**20:7.1f} MiB, peak "
-                  f"{stats['rss_peak'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}  tasks {stats['tasks']:4.0f}"
+                  f"{stats['rss_peak'] / 2**20:7.1f} MiB  fds {stats['fds']:4.0f}  "
+                  f"tasks {stats['tasks']:4.0f}"
                   f"  series {stats['series']:8.0f}", flush=True)
     first, last = samples[min(1, len(samples) - 1)], samples[-1]  # cycle 1 warms caches up
     floors = [s["rss_floor"] for s in samples[1:]] or [first["rss_floor"]]
@@ -219,7 +220,8 @@ sources:
     targets_file: {targets_file}
     retry_max: 5s
 """)
-    daemon = subprocess.Popen([PY, "-m", "infrapulse", "run", "--config", str(config), "--listen", f"127.0.0.1:{port}"],
+    daemon = subprocess.Popen([PY, "-m", "infrapulse", "run", "--config", str(config),
+                               "--listen", f"127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         async def run() -> None:
@@ -244,12 +246,13 @@ sources:
                            and out["last"]["tasks"] <= out["first"]["tasks"]
                            and out["last"]["fds"] <= out["first"]["fds"] + 2
                            and out["last"]["series"] <= out["first"]["series"] * 1.01)
-                print(f"soak: {out['cycles']} fault cycles; RSS floor {out['first']['rss_floor'] / 2**20:.1f} -> "
-                      f"{out['last']['rss_floor'] / 2**20:.1f} MiB ({out['rss_drift'] * 100:+.2f}%; fitted trend "
+                first, last = out["first"], out["last"]
+                print(f"soak: {out['cycles']} fault cycles; RSS floor {first['rss_floor'] / 2**20:.1f} -> "
+                      f"{last['rss_floor'] / 2**20:.1f} MiB ({out['rss_drift'] * 100:+.2f}%; fitted trend "
                       f"over cycles 2-{out['cycles']} {out['rss_trend'] * 100:+.2f}%; peak "
                       f"{out['rss_max'] / 2**20:.1f} MiB); tasks "
-                      f"{out['first']['tasks']:.0f} -> {out['last']['tasks']:.0f}; fds {out['first']['fds']:.0f} -> "
-                      f"{out['last']['fds']:.0f}; series {out['first']['series']:.0f} -> {out['last']['series']:.0f}: "
+                      f"{first['tasks']:.0f} -> {last['tasks']:.0f}; fds {first['fds']:.0f} -> "
+                      f"{last['fds']:.0f}; series {first['series']:.0f} -> {last['series']:.0f}: "
                       f"{'PASS' if verdict else 'FAIL'}", flush=True)
 
         asyncio.run(run())

@@ -199,7 +199,8 @@ def main() -> int:
     print()
     print(f"ratio CPU, infrapulse collection / node_exporter:            {collect_cpu / ne_cpu:6.2f}")
     print(f"ratio CPU, infrapulse collection + render / node_exporter:   {full_cpu / ne_cpu:6.2f}")
-    print(f"ratio CPU, infrapulse collection + daemon scrape / node_exporter: {(collect_cpu + d_cpu) / ne_cpu:6.2f}")
+    print("ratio CPU, infrapulse collection + daemon scrape / node_exporter: "
+          f"{(collect_cpu + d_cpu) / ne_cpu:6.2f}")
     print(f"ratio median /metrics latency, infrapulse / node_exporter:  {d_latency / ne_latency:6.2f}")
     return 0
 

@@ -45,7 +45,8 @@ H100 = {
 GPU = {
     "model": "H100", "utilization": 87, "memory_utilization": 41, "memory_used": 61203283968,
     "power_w": 512.5, "temperature": 64, "memory_temperature": 71, "pstate": 0,
-    "ecc": {"corrected_volatile": 3, "uncorrected_volatile": 0, "corrected_aggregate": 12, "uncorrected_aggregate": 0},
+    "ecc": {"corrected_volatile": 3, "uncorrected_volatile": 0, "corrected_aggregate": 12,
+            "uncorrected_aggregate": 0},
     "remapped_rows": {"correctable": 1, "uncorrectable": 0, "pending": 0, "failure": 0},
     "retired_pages": {"single_bit_ecc": 0, "double_bit_ecc": 0, "pending": 0},
     "pcie_replays": 2, "pcie_kbps": {"tx": 1900000, "rx": 5200000}, "nvlink_kibps": 11000000,
@@ -144,7 +145,8 @@ def main() -> None:
     fake = make_fake(args.gpus, args.call_cost_us)
     naive = measure("naive", lambda: naive_poll(fake, args.gpus), fake, args.polls)
     print("  (infrapulse's extra series per GPU: healthy, health status, MIG mode)")
-    print(f"  ratio naive/infrapulse: {naive[0] / ours[0]:.1f}x NVML calls, {naive[1] / ours[1]:.2f}x CPU time")
+    print(f"  ratio naive/infrapulse: {naive[0] / ours[0]:.1f}x NVML calls, "
+          f"{naive[1] / ours[1]:.2f}x CPU time")
 
 
 if __name__ == "__main__":

@@ -95,8 +95,9 @@ async def run(args) -> int:
             print(f"  partial: {err}")
     if polls:
         walls = sorted(polls)
-        print(f"polls={len(polls)} wall median={walls[len(walls) // 2] * 1e3:.2f} ms max={walls[-1] * 1e3:.2f} ms; "
-              f"process CPU over the run {cpu * 1e3:.1f} ms ({cpu / len(polls) * 1e3:.2f} ms/poll incl. XID thread)")
+        print(f"polls={len(polls)} wall median={walls[len(walls) // 2] * 1e3:.2f} ms "
+              f"max={walls[-1] * 1e3:.2f} ms; process CPU over the run {cpu * 1e3:.1f} ms "
+              f"({cpu / len(polls) * 1e3:.2f} ms/poll incl. XID thread)")
     print("== XID watcher")
     if watcher is None:
         print("off (xid_events false)")

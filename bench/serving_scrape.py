@@ -76,9 +76,11 @@ def main() -> None:
         for family in text_string_to_metric_families(text):
             family.samples  # noqa: B018 - consume like a caller would
 
-    ours, ours_parse, peer = timed([infrapulse_scrape, infrapulse_parse_only, prometheus_client_parse], args.repeat)
+    ours, ours_parse, peer = timed([infrapulse_scrape, infrapulse_parse_only, prometheus_client_parse],
+                                   args.repeat)
     print(f"vLLM exposition: {lines} lines, {len(text)} bytes")
-    print(f"infrapulse parse + normalise + window : {ours * 1e3:8.2f} ms/scrape (steady state, label cache warm)")
+    print(f"infrapulse parse + normalise + window : {ours * 1e3:8.2f} ms/scrape "
+          "(steady state, label cache warm)")
     print(f"infrapulse parse only, cold cache     : {ours_parse * 1e3:8.2f} ms/scrape")
     print(f"prometheus_client.parser (parse only) : {peer * 1e3:8.2f} ms/scrape")
     print(f"ratio peer / infrapulse(full)         : {peer / ours:8.2f}x  (>1: infrapulse is faster)")

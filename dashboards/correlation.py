@@ -21,7 +21,8 @@ NODE_INSTANCES = by("job, instance", sel("infrapulse_node_info", JOB, hostname="
 # LLDP neighbour series of the switch ports facing the selected node, with `hostname` copied from
 # neighbor_system and kept only where an infrapulse node instance reports that hostname.
 LLDP_TO_NODE = (
-    f'label_replace({sel("infrapulse_switch_lldp_neighbor_info", JOB)}, "hostname", "$1", "neighbor_system", "(.+)")\n'
+    f'label_replace({sel("infrapulse_switch_lldp_neighbor_info", JOB)}, '
+    f'"hostname", "$1", "neighbor_system", "(.+)")\n'
     f"* on (hostname) group_left ()\n"
     f"{by('hostname', sel('infrapulse_node_info', JOB, hostname='$node'), 'max')}"
 )
@@ -44,7 +45,8 @@ def node_quantile(q: float, histogram: str) -> str:
 
 
 ECN_RATIO = on_node_ports(ratio(sel("infrapulse_switch_queue_ecn_marked_packets_total", JOB),
-                                sel("infrapulse_switch_queue_transmitted_packets_total", JOB), "switch, interface"))
+                                sel("infrapulse_switch_queue_transmitted_packets_total", JOB),
+                                "switch, interface"))
 PFC_RATIO = on_node_ports(by("switch, interface",
                              rate(sel("infrapulse_switch_pfc_pause_duration_seconds_total", JOB)), "max"))
 PFC_FRAMES = on_node_ports(by("switch, interface, priority, direction",
@@ -85,19 +87,22 @@ def build() -> Dashboard:
         timeseries("PFC pause frames on the ports serving $node",
                    "PFC pause frames per second by priority and direction on the switch ports facing "
                    "the node; works for switches that report frame counts but no pause durations.",
-                   [target(PFC_FRAMES, "{{switch}} {{interface}} p{{priority}} {{direction}}")], "pps", min=0),
+                   [target(PFC_FRAMES, "{{switch}} {{interface}} p{{priority}} {{direction}}")],
+                   "pps", min=0),
         row("Node side ($node)"),
         timeseries("NIC congestion response on $node",
                    "CNPs handled (the NIC cut its sending rate after ECN marks) and RDMA retransmission "
                    "events per second on the node's RDMA ports.",
                    [target(by("device, port", on_node(rate(sel("infrapulse_rdma_cnp_handled_total", JOB)))),
                            "CNP handled {{device}}/{{port}}"),
-                    target(by("device, port", on_node(rate(sel("infrapulse_rdma_retransmission_events_total", JOB)))),
+                    target(by("device, port",
+                              on_node(rate(sel("infrapulse_rdma_retransmission_events_total", JOB)))),
                            "retransmissions {{device}}/{{port}}")], "cps", min=0),
         timeseries("Requests waiting and KV cache on $node",
                    "Queued requests (left) and KV cache usage (right) of the node's endpoints: if these "
                    "rise with TTFT while the fabric is calm, the engine is saturated.",
-                   [target(by("endpoint", on_node(sel("infrapulse_llm_requests_waiting", {**JOB, "endpoint": "$endpoint"}))),
+                   [target(by("endpoint", on_node(sel("infrapulse_llm_requests_waiting",
+                                                      {**JOB, "endpoint": "$endpoint"}))),
                            "waiting {{endpoint}}"),
                     target(by("endpoint", on_node(sel("infrapulse_llm_kv_cache_usage_ratio",
                                                       {**JOB, "endpoint": "$endpoint"})), "max"),
@@ -109,7 +114,8 @@ def build() -> Dashboard:
                    "5-minute windows. This is what the node's topology health signal and alerts see.",
                    [target(sel("instance:infrapulse_switch_queue_ecn_marked_per_transmitted_packets:max_ratio_rate5m",
                                JOB, hostname="$node"), "ECN-marked {{instance}}"),
-                    target(sel("instance:infrapulse_switch_pfc_pause_frames:max_rate5m", JOB, hostname="$node"),
+                    target(sel("instance:infrapulse_switch_pfc_pause_frames:max_rate5m", JOB,
+                               hostname="$node"),
                            "PFC frames {{instance}}")],
                    "percentunit", min=0, right_axis={"B": "pps"}),
         timeseries("Health components of $node",

@@ -9,6 +9,8 @@ UID = "infrapulse-fabric"
 
 # Switch series are selected by the fabric instance plus the switch and interface variables.
 SWITCH = {**SCOPE, "switch": "$switch", "interface": "$interface"}
+# Per-switch series (no interface label) are selected by the switch variable alone.
+ONE_SWITCH = {**SCOPE, "switch": "$switch"}
 
 
 def sw(metric: str, **extra: str) -> str:
@@ -20,10 +22,11 @@ def build() -> Dashboard:
         row("Switches"),
         stat("Switches streaming",
              "Switches whose gNMI stream is established and synced (infrapulse_switch_up == 1).",
-             [target(f"sum({sel('infrapulse_switch_up', {**SCOPE, 'switch': '$switch'})})")], "none"),
+             [target(f"sum({sel('infrapulse_switch_up', ONE_SWITCH)})")], "none"),
         stat("Switches down",
              "Configured switches whose gNMI stream is down (connect failure, authentication, stall).",
-             [target(f"count({sel('infrapulse_switch_up', {**SCOPE, 'switch': '$switch'})} == 0) or vector(0)")],
+             [target(f"count({sel('infrapulse_switch_up', ONE_SWITCH)} == 0)"
+                     " or vector(0)")],
              "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
         stat("Ports operationally down",
              "Switch ports of the selection whose oper-status is not UP.",
@@ -31,25 +34,27 @@ def build() -> Dashboard:
              "none", steps=[{"color": "green", "value": None}, {"color": "orange", "value": 1}]),
         stat("Links flapping (10m)",
              "Ports with at least one carrier transition in the last 10 minutes.",
-             [target(f"count({increase(sw('infrapulse_switch_interface_carrier_transitions_total'), '10m')} > 0)"
+             [target("count("
+                     f"{increase(sw('infrapulse_switch_interface_carrier_transitions_total'), '10m')} > 0)"
                      " or vector(0)")],
              "none", steps=[{"color": "green", "value": None}, {"color": "red", "value": 1}]),
         timeseries("gNMI updates per switch",
                    "Telemetry updates received per second from each switch; a drop to zero with the "
                    "stream still up means the switch stopped sampling.",
-                   [target(by("switch", rate(sel("infrapulse_switch_updates_total", {**SCOPE, "switch": "$switch"}))),
+                   [target(by("switch", rate(sel("infrapulse_switch_updates_total", ONE_SWITCH))),
                            "{{switch}}")], "cps", min=0),
         timeseries("Time since last update",
                    "Seconds since each switch last sent an update (on-change paths may be quiet; sampled "
                    "counters should update every sample interval).",
-                   [target(f"time() - {sel('infrapulse_switch_last_update_timestamp_seconds', {**SCOPE, 'switch': '$switch'})}",
+                   [target(f"time() - {sel('infrapulse_switch_last_update_timestamp_seconds', ONE_SWITCH)}",
                            "{{switch}}")], "s", min=0),
         row("Priority flow control (switch)"),
         timeseries("PFC pause frames by priority",
                    "PFC pause frames per second per switch port and priority. rx = the port was paused "
                    "by its neighbour, tx = the switch paused the neighbour (its buffer filled). Lossless "
                    "RoCE traffic usually runs on priority 3.",
-                   [target(by("switch, interface, priority, direction", rate(sw("infrapulse_switch_pfc_pause_frames_total"))),
+                   [target(by("switch, interface, priority, direction",
+                              rate(sw("infrapulse_switch_pfc_pause_frames_total"))),
                            "{{switch}} {{interface}} p{{priority}} {{direction}}")], "pps", min=0),
         timeseries("PFC pause time ratio",
                    "Fraction of time each switch port spent paused per priority (pause duration / wall "
@@ -64,7 +69,8 @@ def build() -> Dashboard:
         timeseries("ECN-marked ratio per queue",
                    "ECN-marked packets / transmitted packets per switch egress queue. Marking is DCQCN's "
                    "early congestion signal: a ratio of a few percent means the queue is congested and "
-                   "senders are slowing down. 5-minute ratio (recording rule, the series the ECN alerts use).",
+                   "senders are slowing down. 5-minute ratio (recording rule, the series the ECN alerts "
+                   "use).",
                    [target(by("switch, interface, queue",
                               sw("switch_interface_queue:infrapulse_switch_queue_ecn_marked_per_transmitted_packets:"
                                  "ratio_rate5m"), "max"),
@@ -72,7 +78,8 @@ def build() -> Dashboard:
         heatmap("Queue depth distribution",
                 "Distribution of instantaneous egress queue depths across the selected ports and queues "
                 "per time step: mass moving up means buffers are filling fabric-wide.",
-                [target(sw("infrapulse_switch_queue_depth_bytes"), "{{switch}} {{interface}} q{{queue}}")], "bytes"),
+                [target(sw("infrapulse_switch_queue_depth_bytes"), "{{switch}} {{interface}} q{{queue}}")],
+                "bytes"),
         timeseries("Queue watermarks",
                    "Peak queue occupancy per port (highest queue) where the switch reports watermarks.",
                    [target(by("switch, interface", sw("infrapulse_switch_queue_watermark_bytes"), "max"),
@@ -86,16 +93,20 @@ def build() -> Dashboard:
         row("Links (switch)"),
         timeseries("Port throughput",
                    "Bytes per second received (rx) and transmitted (tx) per switch port.",
-                   [target(by("switch, interface", rate(sw("infrapulse_switch_interface_received_bytes_total"))),
+                   [target(by("switch, interface",
+                              rate(sw("infrapulse_switch_interface_received_bytes_total"))),
                            "{{switch}} {{interface}} rx"),
-                    target(by("switch, interface", rate(sw("infrapulse_switch_interface_transmitted_bytes_total"))),
+                    target(by("switch, interface",
+                              rate(sw("infrapulse_switch_interface_transmitted_bytes_total"))),
                            "{{switch}} {{interface}} tx")], "Bps", min=0),
         timeseries("Link errors and discards",
                    "Interface errors, discards and FCS errors per second. FCS errors on a link that stays "
                    "up are the half-dead-link smell (dirty optics, bad cable).",
-                   [target(by("switch, interface, direction", rate(sw("infrapulse_switch_interface_errors_total"))),
+                   [target(by("switch, interface, direction",
+                              rate(sw("infrapulse_switch_interface_errors_total"))),
                            "errors {{switch}} {{interface}} {{direction}}"),
-                    target(by("switch, interface, direction", rate(sw("infrapulse_switch_interface_discards_total"))),
+                    target(by("switch, interface, direction",
+                              rate(sw("infrapulse_switch_interface_discards_total"))),
                            "discards {{switch}} {{interface}} {{direction}}"),
                     target(by("switch, interface", rate(sw("infrapulse_switch_interface_fcs_errors_total"))),
                            "fcs {{switch}} {{interface}}")], "pps", min=0),
@@ -107,7 +118,8 @@ def build() -> Dashboard:
         timeseries("Ports up per switch",
                    "Ports operationally up, against the ports the switch reports.",
                    [target(by("switch", sw("infrapulse_switch_interface_oper_up")), "{{switch}} up"),
-                    target(by("switch", sw("infrapulse_switch_interface_oper_up"), "count"), "{{switch}} total")],
+                    target(by("switch",
+                              sw("infrapulse_switch_interface_oper_up"), "count"), "{{switch}} total")],
                    "none", min=0),
         table("LLDP neighbours",
               "Which host and NIC port sits behind each switch port (LLDP). neighbor_system matches "
@@ -119,16 +131,19 @@ def build() -> Dashboard:
                    "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
                    "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "
                    "rate). The NIC-side echo of switch ECN marking. Sent: 5-minute rate (recording rule).",
-                   [target(by("instance, device, port", sel("instance_device_port:infrapulse_rdma_cnp_sent:rate5m")),
+                   [target(by("instance, device, port",
+                              sel("instance_device_port:infrapulse_rdma_cnp_sent:rate5m")),
                            "sent {{instance}} {{device}}/{{port}}"),
                     target(by("instance, device, port", rate(sel("infrapulse_rdma_cnp_handled_total"))),
                            "handled {{instance}} {{device}}/{{port}}")], "pps", min=0),
         timeseries("ECN-marked packets received",
                    "RoCE packets arriving ECN-marked per RDMA port (np_ecn_marked_roce_packets), and per "
                    "NIC priority from the driver statistics.",
-                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_ecn_marked_packets_total"))),
+                   [target(by("instance, device, port",
+                              rate(sel("infrapulse_rdma_ecn_marked_packets_total"))),
                            "{{instance}} {{device}}/{{port}}"),
-                    target(by("instance, interface, priority", rate(sel("infrapulse_nic_ecn_marked_packets_total"))),
+                    target(by("instance, interface, priority",
+                              rate(sel("infrapulse_nic_ecn_marked_packets_total"))),
                            "{{instance}} {{interface}} p{{priority}}")], "pps", min=0),
         timeseries("NIC ECN-marked ratio per priority",
                    "ECN-marked packets / packets received per NIC priority, 5-minute ratio (recording "
@@ -140,18 +155,21 @@ def build() -> Dashboard:
         timeseries("RDMA retransmissions",
                    "Retransmission-related events per second per RDMA port and reason (sequence errors, "
                    "ACK timeouts, RNR NAKs, ...): packet loss or receiver stalls on the path.",
-                   [target(by("instance, device, port, reason", rate(sel("infrapulse_rdma_retransmission_events_total"))),
+                   [target(by("instance, device, port, reason",
+                              rate(sel("infrapulse_rdma_retransmission_events_total"))),
                            "{{instance}} {{device}}/{{port}} {{reason}}")], "cps", min=0),
         timeseries("RDMA error ratio",
                    "Receive errors plus transmit discards over all packets through each RDMA port, "
                    "5-minute ratio (recording rule; alerted above 0.1% for 5m).",
-                   [target(by("instance, device, port", sel("instance_device_port:infrapulse_rdma_port_errors_per_packets:"
+                   [target(by("instance, device, port",
+                              sel("instance_device_port:infrapulse_rdma_port_errors_per_packets:"
                                                             "ratio_rate5m"), "max"),
                            "{{instance}} {{device}}/{{port}}")], "percentunit", min=0),
         timeseries("NIC PFC pause frames",
                    "PFC pause frames per second per NIC interface and priority (rx: the switch paused "
                    "this NIC; tx: this NIC paused the switch because its receive buffer filled).",
-                   [target(by("instance, interface, priority, direction", rate(sel("infrapulse_nic_pfc_pause_frames_total"))),
+                   [target(by("instance, interface, priority, direction",
+                              rate(sel("infrapulse_nic_pfc_pause_frames_total"))),
                            "{{instance}} {{interface}} p{{priority}} {{direction}}")], "pps", min=0),
         timeseries("NIC PFC pause time ratio",
                    "Fraction of time each NIC priority spent paused (pause duration / wall time).",
@@ -160,16 +178,20 @@ def build() -> Dashboard:
                            "{{instance}} {{interface}} p{{priority}} {{direction}}")], "percentunit", min=0),
         timeseries("RDMA port throughput",
                    "Bytes per second received and transmitted per RDMA port (PMA counters).",
-                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_port_received_bytes_total"))),
+                   [target(by("instance, device, port",
+                              rate(sel("infrapulse_rdma_port_received_bytes_total"))),
                            "rx {{instance}} {{device}}/{{port}}"),
-                    target(by("instance, device, port", rate(sel("infrapulse_rdma_port_transmitted_bytes_total"))),
+                    target(by("instance, device, port",
+                              rate(sel("infrapulse_rdma_port_transmitted_bytes_total"))),
                            "tx {{instance}} {{device}}/{{port}}")], "Bps", min=0),
         timeseries("RDMA port errors",
                    "Symbol errors, receive errors, link-downed events and out-of-buffer drops per second "
                    "per RDMA port.",
-                   [target(by("instance, device, port", rate(sel("infrapulse_rdma_port_symbol_errors_total"))),
+                   [target(by("instance, device, port",
+                              rate(sel("infrapulse_rdma_port_symbol_errors_total"))),
                            "symbol {{instance}} {{device}}/{{port}}"),
-                    target(by("instance, device, port", rate(sel("infrapulse_rdma_port_receive_errors_total"))),
+                    target(by("instance, device, port",
+                              rate(sel("infrapulse_rdma_port_receive_errors_total"))),
                            "rcv {{instance}} {{device}}/{{port}}"),
                     target(by("instance, device, port", rate(sel("infrapulse_rdma_port_link_downed_total"))),
                            "link downed {{instance}} {{device}}/{{port}}"),
@@ -177,7 +199,8 @@ def build() -> Dashboard:
                            "out of buffer {{instance}} {{device}}/{{port}}")], "cps", min=0),
         timeseries("RDMA ports ACTIVE",
                    "RDMA ports in state ACTIVE (4) against all ports, per node.",
-                   [target(by("instance", f"{sel('infrapulse_rdma_port_state')} == bool 4"), "{{instance}} active"),
+                   [target(by("instance",
+                              f"{sel('infrapulse_rdma_port_state')} == bool 4"), "{{instance}} active"),
                     target(by("instance", sel("infrapulse_rdma_port_state"), "count"), "{{instance}} total")],
                    "none", min=0),
     ]
@@ -189,7 +212,8 @@ def build() -> Dashboard:
         variables=[
             query_variable("job", "label_values(infrapulse_build_info, job)"),
             query_variable("instance", 'label_values(infrapulse_build_info{job=~"$job"}, instance)'),
-            query_variable("switch", 'label_values(infrapulse_switch_up{job=~"$job", instance=~"$instance"}, switch)'),
+            query_variable("switch", 'label_values(infrapulse_switch_up{job=~"$job", instance=~"$instance"}, '
+                                     'switch)'),
             query_variable("interface", 'label_values(infrapulse_switch_interface_oper_up{job=~"$job", '
                                         'instance=~"$instance", switch=~"$switch"}, interface)'),
         ],

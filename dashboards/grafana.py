@@ -15,7 +15,8 @@ DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRID_WIDTH = 24
 
 # Health score thresholds shared by stat and timeseries panels (alerting uses 60/40 too).
-SCORE_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 40}, {"color": "green", "value": 60}]
+SCORE_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 40},
+               {"color": "green", "value": 60}]
 
 
 # -- targets ---------------------------------------------------------------------------------
@@ -135,7 +136,8 @@ def heatmap(title: str, description: str, targets: list[dict], unit: str, *,
 
 
 def row(title: str) -> dict:
-    return {"type": "row", "title": title, "collapsed": False, "panels": [], "gridPos": {"h": 1, "w": GRID_WIDTH}}
+    return {"type": "row", "title": title, "collapsed": False, "panels": [],
+            "gridPos": {"h": 1, "w": GRID_WIDTH}}
 
 
 def _sized(panel: dict, width: int, height: int) -> dict:

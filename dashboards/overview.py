@@ -28,7 +28,8 @@ def build() -> Dashboard:
              "instances, capped at the worst instance + 50 (recording rule "
              "role:infrapulse_health_score:cluster). Below 60 is degraded, below 40 critical. "
              "Cluster-wide: not narrowed by the job/instance variables.",
-             [target("min(role:infrapulse_health_score:cluster)")], "none", steps=SCORE_STEPS, min=0, max=100),
+             [target("min(role:infrapulse_health_score:cluster)")], "none", steps=SCORE_STEPS,
+             min=0, max=100),
         stat("Worst instance score",
              "The lowest health score of any selected instance: one broken node or switch fabric "
              "shows here even when the cluster mean looks fine.",
@@ -74,7 +75,8 @@ def build() -> Dashboard:
         table("Source status",
               "Each source instance (source, target) with the reason of its last collection: ok, "
               "partial, or why it failed. Value 1 = up.",
-              [target(f"{sel('infrapulse_source_up')}\n* on (job, instance, source, target) group_left (reason)\n"
+              [target(f"{sel('infrapulse_source_up')}\n"
+                      "* on (job, instance, source, target) group_left (reason)\n"
                       f"{sel('infrapulse_source_status_info')}", instant=True, table=True)],
               width=12),
         timeseries("Sources down",
@@ -84,7 +86,8 @@ def build() -> Dashboard:
         timeseries("Collection duration",
                    "Wall time of the last collection per source instance; a slow source never delays "
                    "others or a scrape, but a rising value shows a struggling device or endpoint.",
-                   [target(sel("infrapulse_source_collect_duration_seconds"), "{{instance}} {{source}} {{target}}")],
+                   [target(sel("infrapulse_source_collect_duration_seconds"),
+                           "{{instance}} {{source}} {{target}}")],
                    "s", min=0),
         timeseries("Collection errors",
                    "Failed collections per second, per source instance.",
@@ -118,6 +121,7 @@ def build() -> Dashboard:
         ],
         panels=panels,
         annotations=[alert_annotation("Critical alerts",
-                                      'ALERTS{alertstate="firing", severity="critical", alertname=~"Infrapulse.*"}',
+                                      'ALERTS{alertstate="firing", severity="critical", '
+                                      'alertname=~"Infrapulse.*"}',
                                       "red")],
     )

@@ -15,7 +15,8 @@ def ep(metric: str, **extra: str) -> str:
 
 
 def quantiles(histogram: str, labels: str = "endpoint, model") -> list[dict]:
-    return [target(quantile(q, histogram, labels, ENDPOINT), f"p{int(q * 100)} {{{{endpoint}}}} {{{{model}}}}")
+    return [target(quantile(q, histogram, labels, ENDPOINT),
+                   f"p{int(q * 100)} {{{{endpoint}}}} {{{{model}}}}")
             for q in (0.5, 0.95, 0.99)]
 
 
@@ -61,11 +62,14 @@ def build() -> Dashboard:
                    "Share of requests missing the latency SLI bound (TTFT > 1 s, ITL > 0.1 s; bucket "
                    "bounds every engine has) over 5 minutes and 1 hour: the inputs of the burn-rate "
                    "alerts. An error budget of 5% burns 14.4x too fast above 0.72.",
-                   [target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
+                   [target(by("endpoint, model",
+                              ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
                                                    "ratio_rate5m"), "max"), "TTFT 5m {{endpoint}} {{model}}"),
-                    target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
+                    target(by("endpoint, model",
+                              ep("instance_endpoint_model:infrapulse_llm_time_to_first_token_slo_errors:"
                                                    "ratio_rate1h"), "max"), "TTFT 1h {{endpoint}} {{model}}"),
-                    target(by("endpoint, model", ep("instance_endpoint_model:infrapulse_llm_inter_token_latency_slo_errors:"
+                    target(by("endpoint, model",
+                              ep("instance_endpoint_model:infrapulse_llm_inter_token_latency_slo_errors:"
                                                    "ratio_rate5m"), "max"), "ITL 5m {{endpoint}} {{model}}")],
                    "percentunit", min=0, max=1),
         timeseries("Queue time",
@@ -76,8 +80,10 @@ def build() -> Dashboard:
         timeseries("Requests running and waiting",
                    "Requests in the running batch and waiting in the queue per endpoint. Waiting growing "
                    "while running is flat: the batch or KV cache is full.",
-                   [target(by("endpoint, model", ep("infrapulse_llm_requests_running")), "running {{endpoint}} {{model}}"),
-                    target(by("endpoint, model", ep("infrapulse_llm_requests_waiting")), "waiting {{endpoint}} {{model}}")],
+                   [target(by("endpoint, model",
+                              ep("infrapulse_llm_requests_running")), "running {{endpoint}} {{model}}"),
+                    target(by("endpoint, model",
+                              ep("infrapulse_llm_requests_waiting")), "waiting {{endpoint}} {{model}}")],
                    "none", min=0),
         timeseries("KV cache usage",
                    "Fraction of the KV cache in use per endpoint. Near 1 the engine preempts or queues "
@@ -102,7 +108,8 @@ def build() -> Dashboard:
                            "{{endpoint}} {{outcome}}")], "reqps", min=0),
         timeseries("Preemptions",
                    "Requests preempted per second (evicted from the batch when the KV cache runs out).",
-                   [target(by("endpoint, model", rate(ep("infrapulse_llm_preemptions_total"))), "{{endpoint}} {{model}}")],
+                   [target(by("endpoint, model",
+                              rate(ep("infrapulse_llm_preemptions_total"))), "{{endpoint}} {{model}}")],
                    "cps", min=0),
         timeseries("Endpoint up",
                    "1 while the endpoint's metrics are scraped successfully, 0 when it is down.",
@@ -130,10 +137,10 @@ def build() -> Dashboard:
         variables=[
             query_variable("job", "label_values(infrapulse_build_info, job)"),
             query_variable("instance", 'label_values(infrapulse_build_info{job=~"$job"}, instance)'),
-            query_variable("endpoint", 'label_values(infrapulse_llm_endpoint_up{job=~"$job", instance=~"$instance"}, '
-                                       'endpoint)'),
-            query_variable("model", 'label_values(infrapulse_llm_requests_running{job=~"$job", instance=~"$instance", '
-                                    'endpoint=~"$endpoint"}, model)'),
+            query_variable("endpoint", 'label_values(infrapulse_llm_endpoint_up{job=~"$job", '
+                                       'instance=~"$instance"}, endpoint)'),
+            query_variable("model", 'label_values(infrapulse_llm_requests_running{job=~"$job", '
+                                    'instance=~"$instance", endpoint=~"$endpoint"}, model)'),
         ],
         panels=panels,
         annotations=[alert_annotation("Serving alerts", 'ALERTS{alertstate="firing", team="ml"}', "orange")],

@@ -78,7 +78,8 @@ def test_one_input(data: bytes) -> None:
         fdp = atheris.FuzzedDataProvider(body)
         name, path = fdp.PickValueInList(SUB_PATHS)
         value = pb.TypedValue(json_ietf_val=fdp.ConsumeBytes(fdp.remaining_bytes()))
-        _apply(name, pb.Notification(update=[pb.Update(path=to_proto(path.replace("*", "Ethernet0")), val=value)]))
+        update = pb.Update(path=to_proto(path.replace("*", "Ethernet0")), val=value)
+        _apply(name, pb.Notification(update=[update]))
     else:
         text = body.decode("utf-8", "replace")
         try:
@@ -91,7 +92,8 @@ def test_one_input(data: bytes) -> None:
         # Key *names* are never escaped by format_path (YANG identifiers need no escaping), and
         # parse_path strips the whole text, so edge whitespace in the first/last name is not kept.
         formatted = format_path(canonical)
-        if formatted == formatted.strip() and all(not set(k) & set("[]=\\") for _, keys in canonical for k, _ in keys):
+        plain_keys = all(not set(k) & set("[]=\\") for _, keys in canonical for k, _ in keys)
+        if formatted == formatted.strip() and plain_keys:
             again = parse_path(formatted)
             assert [(n, tuple(sorted(k.items()))) for n, k in again] == list(canonical), (text, again)
         try:
@@ -112,9 +114,11 @@ def write_seeds(directory: Path) -> None:
         seeds.append(b"\0" + n.SerializeToString())
         seeds.append(b"\3" + concrete.encode())
     for doc in (b'{"counters": {"in-octets": "12", "out-octets": 3}}', b'{"Ethernet0": "7"}',
-                b'{"queue": [{"name": "3", "state": {"transmit-pkts": "5"}}]}', b'{"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "9"}}'):
+                b'{"queue": [{"name": "3", "state": {"transmit-pkts": "5"}}]}',
+                b'{"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "9"}}'):
         seeds.append(b"\2\0" + doc)
-    for tv in (pb.TypedValue(decimal_val=pb.Decimal64(digits=1234, precision=2)), pb.TypedValue(string_val="UP"),
+    for tv in (pb.TypedValue(decimal_val=pb.Decimal64(digits=1234, precision=2)),
+               pb.TypedValue(string_val="UP"),
                pb.TypedValue(leaflist_val=pb.ScalarArray(element=[pb.TypedValue(int_val=-1)]))):
         seeds.append(b"\1" + tv.SerializeToString())
     for i, seed in enumerate(seeds):

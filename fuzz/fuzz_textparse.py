@@ -29,11 +29,13 @@ def test_one_input(data: bytes) -> None:
             continue
         # Same result with a label cache (the scraper keeps one per target).
         cached = parse(text, openmetrics=openmetrics, label_cache={})
-        assert [s for f in cached.values() for s in f.samples] == [s for f in families.values() for s in f.samples]
+        assert ([s for f in cached.values() for s in f.samples]
+                == [s for f in families.values() for s in f.samples])
         fmt = norm.detect(families)
         for candidate in {fmt, *norm.FORMATS} - {None}:
             renamed = norm.canonical_names(families, candidate)
-            norm.normalise(renamed, candidate, "ep", norm.engine_label(candidate, renamed), ("dp_rank", "tp_rank"))
+            norm.normalise(renamed, candidate, "ep", norm.engine_label(candidate, renamed),
+                           ("dp_rank", "tp_rank"))
         DcgmMapper(hostname="fuzz").map(families)
 
 

@@ -178,7 +178,8 @@ class Stack:
                 am_port = self._port(9093)
                 am = self._spawn("alertmanager", [
                     ALERTMANAGER, f"--config.file={config}", f"--storage.path={self.workdir / 'am-data'}",
-                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=", "--log.level=warn"])
+                    f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address=",
+                    "--log.level=warn"])
                 self.alertmanager_url = f"http://127.0.0.1:{am_port}"
                 wait_http(f"{self.alertmanager_url}/-/ready", am, "alertmanager")
                 am_target = f"127.0.0.1:{am_port}"
@@ -228,10 +229,12 @@ class Stack:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="infrapulse demo with a local Prometheus and Alertmanager")
-    parser.add_argument("--scrape-interval", default="5s", help="Prometheus scrape/evaluation interval (default 5s)")
+    parser.add_argument("--scrape-interval", default="5s",
+                        help="Prometheus scrape/evaluation interval (default 5s)")
     parser.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
     parser.add_argument("--scenario", action="append", default=[], metavar="NAME",
-                        help="anomaly active from the start, repeatable (pfc-storm, ecn-spike, ttft-surge, ...)")
+                        help="anomaly active from the start, repeatable "
+                             "(pfc-storm, ecn-spike, ttft-surge, ...)")
     parser.add_argument("--no-prometheus", action="store_true", help="run only the daemon")
     args = parser.parse_args(argv)
 
@@ -261,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     if stack.alertmanager_url:
         print(f"Alertmanager        {stack.alertmanager_url}/")
     elif stack.prometheus_url:
-        print("Alertmanager        not started (prometheus-alertmanager not installed, or no alerts/alertmanager.yml)")
+        print("Alertmanager        not started "
+              "(prometheus-alertmanager not installed, or no alerts/alertmanager.yml)")
     print("Grafana dashboards: docker compose up (compose.yaml), or import dashboards/*.json. Ctrl-C stops.")
     sys.stdout.flush()
     try:

@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check-config", help="validate a config file (and gNMI profiles) and exit",
-                           description="Validate a config file. Exit 0 if valid, 2 with file, key and reason if not.")
+                           description="Validate a config file. Exit 0 if valid, "
+                                       "2 with file, key and reason if not.")
     check.add_argument("file", metavar="FILE")
     check.set_defaults(func=cmd_check_config)
 

@@ -43,7 +43,8 @@ class Daemon:
         self.config_path = config_path
         self.listen_override = listen_override
         self.store = Store()
-        hostname = hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME") or socket.gethostname()
+        hostname = (hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME")
+                    or socket.gethostname())
         self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
         self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
@@ -82,18 +83,19 @@ class Daemon:
                        render_cache=http_cfg["render_cache"])
         # aiohttp closes a connection that sends no request within keepalive_timeout, so idle
         # or trickling clients cannot hold sockets for long.
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                     keepalive_timeout=http_cfg["idle_timeout"])
-        await self._runner.setup()
+        runner = self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
+                                              keepalive_timeout=http_cfg["idle_timeout"])
+        await runner.setup()
+        assert runner.server is not None  # setup() builds it
         host, _, port = self.listen.rpartition(":")
-        host = host.strip("[]") or None
+        bind_host = host.strip("[]") or None
         ssl_context = security.ssl_context if security is not None else None
-        factory = ConnectionLimit(self._runner.server, http_cfg["max_connections"])
+        factory = ConnectionLimit(runner.server, http_cfg["max_connections"])
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                factory, host, int(port), ssl=ssl_context, reuse_address=True, backlog=128)
+                factory, bind_host, int(port), ssl=ssl_context, reuse_address=True, backlog=128)
         except OSError as exc:
-            await self._runner.cleanup()
+            await runner.cleanup()
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror or exc}") from None
         self.bound_port = self._server.sockets[0].getsockname()[1]
 

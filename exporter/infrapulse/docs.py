@@ -98,7 +98,8 @@ def metrics_markdown() -> str:
         by_source.setdefault(family.source or "other", []).append(family)
     out = [METRICS_HEADER]
     for source in sorted(by_source):
-        out.append(f"## Source `{source}`\n\n| family | type | unit | labels | meaning |\n| --- | --- | --- | --- | --- |\n")
+        out.append(f"## Source `{source}`\n\n| family | type | unit | labels | meaning |\n"
+                   "| --- | --- | --- | --- | --- |\n")
         for f in by_source[source]:
             labels = ", ".join(f"`{x}`" for x in f.labels)
             if f.optional_labels:
@@ -161,6 +162,7 @@ def cmd_docs(args) -> int:
 
 def add_parser(sub) -> None:
     parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md and docs/configuration.md",
-                            description="Regenerate (--write) or check (default) the generated reference docs.")
+                            description="Regenerate (--write) or check (default) the generated "
+                                        "reference docs.")
     parser.add_argument("--write", action="store_true", help="write the files instead of checking them")
     parser.set_defaults(func=cmd_docs)

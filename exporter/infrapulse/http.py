@@ -12,7 +12,7 @@ import gzip
 import html
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import exposition
@@ -79,7 +79,8 @@ def coverage_summary(st: SourceStatus) -> dict | None:
         "mappings": len(st.coverage),
         "empty": empty,
         "unmapped_total": sum(cov.unmapped for _, cov in unmapped),
-        "unmapped_example": {"mapping": unmapped[0][0], "sample": unmapped[0][1].sample} if unmapped else None,
+        "unmapped_example": ({"mapping": unmapped[0][0], "sample": unmapped[0][1].sample}
+                             if unmapped else None),
         "series_dropped": st.series_dropped,
     }
 
@@ -129,7 +130,7 @@ LINKS_KEY = web.AppKey("links", list)
 
 
 def make_app(store: Store, state: DaemonState, registry,
-             extensions: list[Callable[[web.Application], None]] = (),
+             extensions: Sequence[Callable[[web.Application], None]] = (),
              middlewares=(), render_cache: float = 0.0) -> web.Application:
     """Build the aiohttp app; `extensions` add routes (the health API) without touching this module."""
     app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)

@@ -8,7 +8,7 @@ docs/configuration.md is generated from the same declarations (see `infrapulse.d
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +80,7 @@ class Str(Field):
     def type_doc(self) -> str:
         return " | ".join(self.choices) if self.choices else "string"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, str):
             raise SchemaError(path, f"expected a string, got {_type_name(value)}")
         if self.choices and value not in self.choices:
@@ -95,7 +95,7 @@ class Bool(Field):
     def type_doc(self) -> str:
         return "boolean"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, bool):
             raise SchemaError(path, f"expected true or false, got {_type_name(value)} {value!r}")
         return value
@@ -110,7 +110,7 @@ class AutoBool(Field):
     def type_doc(self) -> str:
         return "auto | true | false"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if value in (True, False, "auto"):
             return value
         raise SchemaError(path, f"expected auto, true or false, got {value!r}")
@@ -124,7 +124,7 @@ class Int(Field):
     def type_doc(self) -> str:
         return "integer"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise SchemaError(path, f"expected an integer, got {_type_name(value)} {value!r}")
         if self.min is not None and value < self.min:
@@ -142,7 +142,7 @@ class Float(Field):
     def type_doc(self) -> str:
         return "number"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SchemaError(path, f"expected a number, got {_type_name(value)} {value!r}")
         value = float(value)
@@ -163,10 +163,10 @@ class Duration(Field):
     def type_doc(self) -> str:
         return "duration"
 
-    def default_value(self):
+    def default_value(self) -> Any:
         return parse_duration(self.default) if isinstance(self.default, str) else self.default
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         try:
             seconds = parse_duration(value)
         except ValueError as exc:
@@ -183,7 +183,7 @@ class HostPort(Field):
     def type_doc(self) -> str:
         return "host:port"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, str):
             raise SchemaError(path, f"expected \"host:port\", got {_type_name(value)}")
         return parse_host_port(value, path)
@@ -201,7 +201,7 @@ class Regex(Field):
     def type_doc(self) -> str:
         return "regex"
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, str):
             raise SchemaError(path, f"expected a regular expression string, got {_type_name(value)}")
         try:
@@ -218,10 +218,10 @@ class ListOf(Field):
     def type_doc(self) -> str:
         return f"list of {self.item.type_doc()}"
 
-    def default_value(self):
+    def default_value(self) -> Any:
         return list(self.default) if self.default is not None else None
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise SchemaError(path, f"expected a list, got {_type_name(value)}")
         return [self.item.validate(v, f"{path}[{i}]") for i, v in enumerate(value)]
@@ -236,10 +236,10 @@ class MapOf(Field):
     def type_doc(self) -> str:
         return f"mapping of string to {self.value.type_doc()}"
 
-    def default_value(self):
+    def default_value(self) -> Any:
         return dict(self.default or {})
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise SchemaError(path, f"expected a mapping, got {_type_name(value)}")
         out = {}
@@ -260,12 +260,12 @@ class Section(Field):
     def type_doc(self) -> str:
         return "mapping"
 
-    def default_value(self):
+    def default_value(self) -> Any:
         if self.default is None and any(f.required for f in self.fields.values()):
             return None
         return self.validate({}, "")
 
-    def validate(self, value, path):
+    def validate(self, value: Any, path: str) -> Any:
         if value is None:
             value = {}
         if not isinstance(value, dict):
@@ -292,7 +292,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def walk(section: Section, prefix: str = ""):
+def walk(section: Section, prefix: str = "") -> Iterator[tuple[str, Field]]:
     """Yield (key path, field) for every declared key, depth first, for documentation."""
     for key, decl in section.fields.items():
         path = _join(prefix, key)

@@ -278,14 +278,16 @@ class Scraper:
             async with session.get(target.url, headers=headers, timeout=timeout, ssl=ssl_arg,
                                    allow_redirects=True, max_redirects=3) as resp:
                 if not 200 <= resp.status < 300:
-                    raise ScrapeError(f"http_{resp.status}", f"{where} answered {resp.status} {resp.reason or ''}".rstrip())
+                    raise ScrapeError(f"http_{resp.status}",
+                                      f"{where} answered {resp.status} {resp.reason or ''}".rstrip())
                 content_type = resp.headers.get("Content-Type", "")
                 mime = content_type.split(";", 1)[0].strip().lower()
                 if mime in ("text/html", "application/json", "application/xhtml+xml"):
                     raise ScrapeError("not_prometheus", f"{where} returned {mime}, not metrics")
                 declared = resp.content_length
                 if declared is not None and declared > target.max_bytes:
-                    raise ScrapeError("too_large", f"{where} announced {declared} bytes, limit {target.max_bytes}")
+                    raise ScrapeError("too_large",
+                                      f"{where} announced {declared} bytes, limit {target.max_bytes}")
                 body = await _read_bounded(resp, target.max_bytes, where)
                 charset = resp.charset or "utf-8"
         except ScrapeError:
@@ -293,7 +295,8 @@ class Scraper:
         except asyncio.TimeoutError:
             raise ScrapeError("timeout", f"{where} did not answer within {target.timeout:g}s") from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise ScrapeError("tls", f"{where}: certificate verification failed: {exc.certificate_error}") from None
+            raise ScrapeError("tls",
+                              f"{where}: certificate verification failed: {exc.certificate_error}") from None
         except aiohttp.ClientConnectorSSLError as exc:
             raise ScrapeError("tls", f"{where}: TLS handshake failed: {exc.os_error}") from None
         except aiohttp.ClientConnectorDNSError:
@@ -301,10 +304,12 @@ class Scraper:
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError) or exc.os_error.errno == errno.ECONNREFUSED:
                 raise ScrapeError("connection_refused", f"{where}: connection refused") from None
-            raise ScrapeError("connection_failed", f"{where}: {exc.os_error.strerror or exc.os_error}") from None
+            raise ScrapeError("connection_failed",
+                              f"{where}: {exc.os_error.strerror or exc.os_error}") from None
         except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError,
                 aiohttp.ClientConnectionResetError, ConnectionResetError) as exc:
-            raise ScrapeError("reset", f"{where}: connection closed mid-response ({type(exc).__name__})") from None
+            raise ScrapeError("reset",
+                              f"{where}: connection closed mid-response ({type(exc).__name__})") from None
         except aiohttp.TooManyRedirects:
             raise ScrapeError("http_redirect", f"{where}: too many redirects") from None
         except (aiohttp.InvalidURL, ValueError) as exc:
@@ -326,7 +331,7 @@ class Scraper:
 
 
 async def _read_bounded(resp: aiohttp.ClientResponse, limit: int, where: str) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     size = 0
     while True:
         chunk = await resp.content.read(_CHUNK)

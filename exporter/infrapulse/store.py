@@ -192,7 +192,8 @@ class Store:
     def snapshot(self, source: str, target: str) -> Snapshot | None:
         return self._snapshots.get((source, target))
 
-    def iter_family(self, name: str, source: str | None = None) -> Iterator[tuple[str, str, LabelValues, Value]]:
+    def iter_family(self, name: str,
+                    source: str | None = None) -> Iterator[tuple[str, str, LabelValues, Value]]:
         """Yield (source, target, label values, value) for every live series of a family."""
         for (src, tgt), snap in list(self._snapshots.items()):
             if source is not None and src != source:

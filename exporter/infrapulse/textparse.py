@@ -57,12 +57,12 @@ _QUOTED = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 # name, optional {labels} (quoted values may contain '}' or ','), value, optional timestamp,
 # optional OpenMetrics exemplar (ignored).
 _SAMPLE = re.compile(
-    rf"({_NAME})[ \t]*(?:\{{((?:[^\"}}]*{_QUOTED})*[^\"}}]*)\}})?[ \t]*([^ \t#]+)(?:[ \t]+([^ \t#]+))?[ \t]*(?:#.*)?"
+    rf"({_NAME})[ \t]*(?:\{{((?:[^\"}}]*{_QUOTED})*[^\"}}]*)\}})?"
+    r"[ \t]*([^ \t#]+)(?:[ \t]+([^ \t#]+))?[ \t]*(?:#.*)?"
 )
 _LABEL = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"([^"\\]*(?:\\.[^"\\]*)*)"')
-_LABELS_FULL = re.compile(
-    rf'[ \t]*(?:[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*(?:,[ \t]*[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*)*,?[ \t]*)?'
-)
+_LABEL_PAIR = rf"[a-zA-Z_][a-zA-Z0-9_]*[ \t]*=[ \t]*{_QUOTED}[ \t]*"
+_LABELS_FULL = re.compile(rf"[ \t]*(?:{_LABEL_PAIR}(?:,[ \t]*{_LABEL_PAIR})*,?[ \t]*)?")
 _ESCAPE = re.compile(r"\\(.)")
 _ESCAPES = {"n": "\n", "\\": "\\", '"': '"'}
 _VALID_NAME = re.compile(_NAME)
@@ -75,7 +75,8 @@ _SUFFIXES: dict[str, tuple[str, ...]] = {
     "summary": ("", "_sum", "_count", "_created"),
     "info": ("_info",),
 }
-_TYPES = {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset", "gaugehistogram"}
+_TYPES = {"counter", "gauge", "histogram", "summary", "untyped", "unknown", "info", "stateset",
+          "gaugehistogram"}
 
 
 def _unescape(text: str) -> str:
@@ -186,12 +187,13 @@ def parse(text: str, openmetrics: bool = False,
         elif label_cache is None:
             labels = parse_labels(label_text, lineno)
         else:
-            labels = label_cache.get(label_text)
-            if labels is None:
-                labels = parse_labels(label_text, lineno)
+            cached = label_cache.get(label_text)
+            if cached is None:
+                cached = parse_labels(label_text, lineno)
                 if len(label_cache) >= LABEL_CACHE_LIMIT:
                     label_cache.clear()  # bounded: a target with churning labels cannot grow it
-                label_cache[label_text] = labels
+                label_cache[label_text] = cached
+            labels = cached
         if escaped and name in escaped:
             name = escaped[name]
         if current is None or name not in owned:

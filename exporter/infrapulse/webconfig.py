@@ -87,7 +87,8 @@ def load(path: str | Path) -> WebConfig:
                 tls[key] = str(base / tls[key])
         needs_ca = tls["client_auth_type"] in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
         if needs_ca and not tls["client_ca_file"]:
-            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: required for {tls['client_auth_type']}")
+            raise WebConfigError(f"{path}: tls_server_config.client_ca_file: "
+                                 f"required for {tls['client_auth_type']}")
     users = {}
     for user, hashed in doc["basic_auth_users"].items():
         if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
@@ -130,12 +131,13 @@ class WebSecurity:
         log.info("web config loaded", extra={"file": str(path), "tls": bool(self.config.tls),
                                              "basic_auth_users": len(self.config.users)})
 
-    def _stat(self) -> tuple:
+    def _stat(self) -> tuple[tuple[int, int] | None, ...]:
+        """(mtime, size) of the config and each TLS file; None for a file that cannot be read."""
         paths = [self.config.path]
         if self.config.tls:
             paths += [Path(self.config.tls[k]) for k in ("cert_file", "key_file", "client_ca_file")
                       if self.config.tls[k]]
-        out = []
+        out: list[tuple[int, int] | None] = []
         for p in paths:
             try:
                 st = os.stat(p)
@@ -154,6 +156,7 @@ class WebSecurity:
             if bool(new.tls) != bool(self.config.tls):
                 raise WebConfigError(f"{new.path}: turning TLS on or off needs a restart")
             if new.tls:
+                assert self.ssl_context is not None  # built in __init__ whenever TLS is on
                 _configure_context(self.ssl_context, new.tls, new.path)
         except WebConfigError as exc:
             log.error("web config reload failed; keeping the previous settings", extra={"error": str(exc)})

@@ -63,12 +63,14 @@ def _issue(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = 
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_test_pki(directory: str | Path, names: tuple[str, ...] = (), ca_name: str = "infrapulse test CA") -> TestPKI:
+def make_test_pki(directory: str | Path, names: tuple[str, ...] = (),
+                  ca_name: str = "infrapulse test CA") -> TestPKI:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _issue(ca_name, ca_key, _name(ca_name), ca_key, ca=True)
-    sans: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    sans: list[x509.GeneralName] = [x509.DNSName("localhost"),
+                                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     sans += [x509.DNSName(n) for n in names]
     server_key = ec.generate_private_key(ec.SECP256R1())
     server_cert = _issue("gnmi-target", server_key, ca_cert.subject, ca_key, sans=sans,

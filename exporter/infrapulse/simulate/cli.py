@@ -80,7 +80,8 @@ def cmd_serving(args) -> int:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("simulate", help="run one simulator on its own (sysfs tree, gNMI switches, engines)",
+    parser = sub.add_parser("simulate",
+                            help="run one simulator on its own (sysfs tree, gNMI switches, engines)",
                             description=__doc__.split("\n\n")[0])
     cmds = parser.add_subparsers(dest="simulator", metavar="SIMULATOR", required=True)
 
@@ -89,7 +90,8 @@ def add_parser(sub) -> None:
 
     p = cmds.add_parser("sysfs", help="write a simulated /sys tree (class/infiniband) into DIR")
     p.add_argument("dir", metavar="DIR")
-    p.add_argument("--devices", type=int, default=0, help="N plain mlx5 devices (default: the demo's mixed set)")
+    p.add_argument("--devices", type=int, default=0,
+                   help="N plain mlx5 devices (default: the demo's mixed set)")
     p.set_defaults(func=cmd_sysfs)
 
     p = cmds.add_parser("gnmi", help="serve simulated switches over gNMI on loopback until interrupted")

@@ -111,7 +111,8 @@ def run_demo(args) -> int:
 
     unknown = set(args.scenario) - set(known_scenarios())
     if unknown:
-        print(f"unknown scenario(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known_scenarios()))}")
+        print(f"unknown scenario(s): {', '.join(sorted(unknown))}; "
+              f"known: {', '.join(sorted(known_scenarios()))}")
         return 2
     try:
         parse_duration(args.interval)

@@ -19,6 +19,7 @@ import time
 import uuid as uuid_mod
 from collections import Counter, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ NO_MIG = 0xFFFFFFFF
 _FIELD_GROUPS = {
     "ecc": {api.FI_ECC_SBE_VOL, api.FI_ECC_DBE_VOL, api.FI_ECC_SBE_AGG, api.FI_ECC_DBE_AGG},
     "retired_pages": {api.FI_RETIRED_SBE, api.FI_RETIRED_DBE, api.FI_RETIRED_PENDING},
-    "remapped_rows": {api.FI_REMAPPED_COR, api.FI_REMAPPED_UNC, api.FI_REMAPPED_PENDING, api.FI_REMAPPED_FAILURE},
+    "remapped_rows": {api.FI_REMAPPED_COR, api.FI_REMAPPED_UNC, api.FI_REMAPPED_PENDING,
+                      api.FI_REMAPPED_FAILURE},
     "memory_temperature": {api.FI_MEMORY_TEMP},
     "energy": {api.FI_TOTAL_ENERGY},
     "pcie_replays": {api.FI_PCIE_REPLAY},
@@ -74,13 +76,17 @@ class FakeGpu:
         self.spec = {**model, **entry}
         self.not_supported = set(self.spec.get("not_supported", ()))
         name = self.spec.get("name", "NVIDIA GPU")
-        self.uuid = self.spec.get("uuid") or "GPU-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, f"{name}/{index}"))
+        self.uuid = self.spec.get("uuid") or "GPU-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS,
+                                                                         f"{name}/{index}"))
         bus = _PCI_BUSES[index % len(_PCI_BUSES)] + 0x100 * (index // len(_PCI_BUSES))
         self.pci_bus_id = self.spec.get("pci_bus_id") or f"00000000:{bus:02X}:00.0"
         self.handle = FakeHandle(index)
-        self.migs = [FakeHandle(index, dict(m)) for m in self.spec.get("mig", ())]
-        for mig in self.migs:
-            mig.mig["uuid"] = "MIG-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, f"{self.uuid}/{mig.mig['gpu_instance']}"))
+        self.migs: list[FakeHandle] = []
+        for entry_mig in self.spec.get("mig", ()):
+            mig = dict(entry_mig)
+            mig_name = f"{self.uuid}/{mig['gpu_instance']}"
+            mig["uuid"] = "MIG-" + str(uuid_mod.uuid5(uuid_mod.NAMESPACE_DNS, mig_name))
+            self.migs.append(FakeHandle(index, mig))
         if self.migs:
             self.not_supported |= {"utilization", "remapped_rows"}  # not per physical GPU in MIG mode
         repair = self.spec.get("memory_repair", "row_remapping")
@@ -88,6 +94,17 @@ class FakeGpu:
         self.fired_xids: set[int] = set()  # indexes into spec["xids"] already raised
         self.lost = False
         self.lost_by_scenario = False
+
+
+@dataclass
+class _FieldAnswers:
+    """What one nvmlDeviceGetFieldValues call answers, computed once per call."""
+
+    scalars: dict[int, float]  # field id -> value, for the per-GPU fields
+    blocked: set[int]  # field ids this GPU does not support
+    links: int
+    down: set[int]  # NVLink links that are down
+    link_kib: float  # cumulative KiB on every link that is up
 
 
 class FakeEventSet:
@@ -172,10 +189,10 @@ class FakeNvml:
                 event_set.queue.append(XidEvent(gpu.handle, xid, gpu_instance, NO_MIG))
         self._cond.notify_all()
 
-    def _state(self, gpu: FakeGpu, now: float) -> dict:
+    def _state(self, gpu: FakeGpu, now: float) -> dict[str, Any]:
         """The GPU's values right now: spec, plus swing, episodes and scenarios."""
         s = gpu.spec
-        state = {
+        state: dict[str, Any] = {
             "utilization": float(s.get("utilization", 0)),
             "memory_utilization": float(s.get("memory_utilization", 0)),
             "power_w": float(s.get("power_w", 0.0)),
@@ -202,7 +219,8 @@ class FakeNvml:
 
     @staticmethod
     def _override(state: dict, changes: dict) -> None:
-        for key in ("utilization", "power_w", "temperature", "memory_temperature", "clock_sm_mhz", "clock_mem_mhz"):
+        for key in ("utilization", "power_w", "temperature", "memory_temperature", "clock_sm_mhz",
+                    "clock_mem_mhz"):
             if key in changes:
                 state[key] = float(changes[key])
         if "reasons" in changes:
@@ -314,8 +332,9 @@ class FakeNvml:
             gpu = self._device(h, "memory_info", "memory_info", mig_ok=True)
             if h.mig is not None:
                 return MemoryInfo(int(h.mig["memory_total"]), int(h.mig["memory_used"]), None)
-            reserved = None if "memory_reserved" in gpu.not_supported else int(gpu.spec.get("memory_reserved", 0))
-            return MemoryInfo(int(gpu.spec.get("memory_total", 0)), int(gpu.spec.get("memory_used", 0)), reserved)
+            spec = gpu.spec
+            reserved = None if "memory_reserved" in gpu.not_supported else int(spec.get("memory_reserved", 0))
+            return MemoryInfo(int(spec.get("memory_total", 0)), int(spec.get("memory_used", 0)), reserved)
 
     def power_usage(self, h: FakeHandle) -> int:
         with self._cond:
@@ -372,13 +391,13 @@ class FakeNvml:
             answers = self._field_answers(gpu, now)
             return [self._field(gpu, fid, scope, now, answers) for fid, scope in fields]
 
-    def _field_answers(self, gpu: FakeGpu, now: float) -> dict:
+    def _field_answers(self, gpu: FakeGpu, now: float) -> _FieldAnswers:
         """Per-call values of the scalar fields (computed once per nvmlDeviceGetFieldValues)."""
         s = gpu.spec
         ecc = s.get("ecc", {})
         rows = s.get("remapped_rows", {})
         pages = s.get("retired_pages", {})
-        answers = {
+        scalars = {
             api.FI_ECC_SBE_VOL: ecc.get("corrected_volatile", 0),
             api.FI_ECC_DBE_VOL: ecc.get("uncorrected_volatile", 0),
             api.FI_ECC_SBE_AGG: ecc.get("corrected_aggregate", 0),
@@ -396,25 +415,26 @@ class FakeNvml:
             api.FI_TOTAL_ENERGY: int(s.get("energy_start_mj", 0) + float(s.get("power_w", 0)) * 1000 * now),
             api.FI_MEMORY_TEMP: round(self._state(gpu, now)["memory_temperature"]),
         }
-        answers = {fid: float(v) for fid, v in answers.items()}
-        answers["blocked"] = set().union(*(ids for name, ids in _FIELD_GROUPS.items() if name in gpu.not_supported))
-        answers["links"] = int(s.get("nvlinks", 0))
-        answers["down"] = set(s.get("nvlink_down", ()))
-        answers["link_kib"] = float(int(float(s.get("nvlink_kibps", 0)) * now))
-        return answers
+        return _FieldAnswers(
+            scalars={fid: float(v) for fid, v in scalars.items()},
+            blocked=set().union(*(ids for name, ids in _FIELD_GROUPS.items() if name in gpu.not_supported)),
+            links=int(s.get("nvlinks", 0)),
+            down=set(s.get("nvlink_down", ())),
+            link_kib=float(int(float(s.get("nvlink_kibps", 0)) * now)),
+        )
 
     @staticmethod
-    def _field(gpu: FakeGpu, fid: int, scope: int, now: float, answers: dict) -> FieldValue:
-        if fid in answers["blocked"]:
+    def _field(gpu: FakeGpu, fid: int, scope: int, now: float, answers: _FieldAnswers) -> FieldValue:
+        if fid in answers.blocked:
             return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
         if fid in (api.FI_NVLINK_STATE, api.FI_NVLINK_DATA_TX, api.FI_NVLINK_DATA_RX):
-            if not 0 <= scope < answers["links"]:
+            if not 0 <= scope < answers.links:
                 return FieldValue(fid, scope, api.INVALID_ARGUMENT, 0.0)
-            up = scope not in answers["down"]
+            up = scope not in answers.down
             if fid == api.FI_NVLINK_STATE:
                 return FieldValue(fid, scope, api.SUCCESS, 1.0 if up else 0.0)
-            return FieldValue(fid, scope, api.SUCCESS, answers["link_kib"] if up else 0.0)
-        value = answers.get(fid)
+            return FieldValue(fid, scope, api.SUCCESS, answers.link_kib if up else 0.0)
+        value = answers.scalars.get(fid)
         if value is None:
             return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)
         return FieldValue(fid, scope, api.SUCCESS, value)

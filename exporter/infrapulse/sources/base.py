@@ -57,14 +57,14 @@ class Source:
     # Which daemon role this source belongs to: "node" or "fabric".
     role: ClassVar[str] = "node"
 
-    def __init__(self, config: dict, ctx: SourceContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         self.config = config
         self.ctx = ctx
         self.store = ctx.store
         self.log = logging.getLogger(f"infrapulse.source.{self.name}")
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         """Whether the daemon should start this source for its config section."""
         enabled = config.get("enabled", True)
         return enabled is True or enabled == "auto"
@@ -85,7 +85,7 @@ class PollingSource(Source):
 
     timeout_fraction: ClassVar[float] = 0.9  # a collection may take at most this share of the interval
 
-    def __init__(self, config: dict, ctx: SourceContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.interval: float = config.get("interval") or ctx.interval
         self._known_targets: set[str] = set()
@@ -113,7 +113,8 @@ class PollingSource(Source):
         try:
             results = await asyncio.wait_for(self.collect(), self.interval * self.timeout_fraction)
         except asyncio.TimeoutError:
-            self._fail_all("timeout", f"collection took longer than {self.interval * self.timeout_fraction:.3g}s",
+            limit = self.interval * self.timeout_fraction
+            self._fail_all("timeout", f"collection took longer than {limit:.3g}s",
                            time.perf_counter() - started)
             return
         except Exception as exc:  # a bug or an unexpected OS error: report it, keep the daemon up

@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from ...backoff import Backoff
 from ...schema import AutoBool, Bool, Duration, Int, Section, Str
+from ...store import Snapshot
 from ..base import PollingSource, SourceContext, TargetResult
 from . import families as gpu_families
 from .nvml_api import InitError, NvmlApi, RealNvml
@@ -59,7 +62,7 @@ class NvmlSource(PollingSource):
         },
     )
 
-    def __init__(self, config: dict, ctx: SourceContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.api: NvmlApi | None = None
         self.poller: GpuPoller | None = None
@@ -71,7 +74,7 @@ class NvmlSource(PollingSource):
     def _make_api(self) -> NvmlApi:
         if self.config.get("fake"):
             # The fake lives in simulate/; the CLI or the demo injects its opener (OPEN_FAKE_KEY).
-            open_fake = self.ctx.options.get(OPEN_FAKE_KEY)
+            open_fake: Callable[[str], NvmlApi] | None = self.ctx.options.get(OPEN_FAKE_KEY)
             if open_fake is None:
                 raise InitError("no_fake", "sources.nvml.fake is set, but this daemon was given no NVML fake")
             return open_fake(self.config["fake"])
@@ -79,7 +82,7 @@ class NvmlSource(PollingSource):
 
     async def run(self) -> None:
         backoff = Backoff(initial=5.0, cap=300.0)
-        logged = set()
+        logged: set[str] = set()
         while True:
             try:
                 await asyncio.to_thread(self._start)
@@ -97,7 +100,9 @@ class NvmlSource(PollingSource):
                                                                             "detail": exc.message})
                 self.store.record_failure(self.name, TARGET, exc.reason, exc.message)
                 await asyncio.sleep(backoff.delay())
-        self.log.info("NVML started", extra={"gpus": len(self.poller.gpus), "driver": self.poller.driver_version,
+        assert self.poller is not None  # _start() returned
+        self.log.info("NVML started", extra={"gpus": len(self.poller.gpus),
+                                             "driver": self.poller.driver_version,
                                              "xid_events": self.watcher is not None})
         await super().run()
 
@@ -105,24 +110,23 @@ class NvmlSource(PollingSource):
         api = self._make_api()
         api.init()
         self.api = api
-        self.poller = GpuPoller(api, self.log, rescan_every=self.config["rescan_every"])
-        self.poller.enumerate()
+        self.poller = poller = GpuPoller(api, self.log, rescan_every=self.config["rescan_every"])
+        poller.enumerate()
         if self.config.get("xid_events", True):
-            self.watcher = XidWatcher(api, self.log)
-            self._watch()
+            self.watcher = watcher = XidWatcher(api, self.log)
+            _watch(watcher, poller)
 
-    def _watch(self) -> None:
-        self.watcher.ensure([(g.uuid, g.handle) for g in self.poller.gpus if g.handle is not None])
-
-    def _poll_blocking(self):
+    def _poll_blocking(self) -> tuple[Snapshot, list[str]] | None:
         if not self._poll_lock.acquire(blocking=False):
             return None  # the previous poll is still stuck in NVML; do not pile up threads
         try:
+            poller, watcher = self.poller, self.watcher
+            assert poller is not None  # collect() runs only after _start() returned
             xid_state = None
-            if self.watcher is not None:
-                self._watch()
-                xid_state = self.watcher.state()
-            return self.poller.poll(xid_state)
+            if watcher is not None:
+                _watch(watcher, poller)
+                xid_state = watcher.state()
+            return poller.poll(xid_state)
         finally:
             self._poll_lock.release()
 
@@ -152,6 +156,11 @@ class NvmlSource(PollingSource):
             except Exception as exc:
                 self.log.debug("nvmlShutdown failed", extra={"error": str(exc)})
             self.api = None
+
+
+def _watch(watcher: XidWatcher, poller: GpuPoller) -> None:
+    """Point the XID watcher at the GPUs the poller knows a handle for."""
+    watcher.ensure([(g.uuid, g.handle) for g in poller.gpus if g.handle is not None])
 
 
 SOURCE = NvmlSource

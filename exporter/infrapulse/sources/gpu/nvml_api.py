@@ -50,8 +50,9 @@ _TRANSIENT_ABSENT = {NOT_FOUND, NO_DATA}
 SICK_REASONS = {GPU_IS_LOST: "gpu_is_lost", RESET_REQUIRED: "reset_required", UNKNOWN: "unknown_error"}
 INIT_REASONS = {LIBRARY_NOT_FOUND: "no_nvml", DRIVER_NOT_LOADED: "driver_not_loaded",
                 LIB_RM_VERSION_MISMATCH: "driver_mismatch", NO_PERMISSION: "no_permission"}
-CODE_NAMES = {INVALID_ARGUMENT: "InvalidArgument", NOT_SUPPORTED: "NotSupported", NO_PERMISSION: "NoPermission",
-              NOT_FOUND: "NotFound", FUNCTION_NOT_FOUND: "FunctionNotFound", NO_DATA: "NoData",
+CODE_NAMES = {INVALID_ARGUMENT: "InvalidArgument", NOT_SUPPORTED: "NotSupported",
+              NO_PERMISSION: "NoPermission", NOT_FOUND: "NotFound",
+              FUNCTION_NOT_FOUND: "FunctionNotFound", NO_DATA: "NoData",
               DEPRECATED: "Deprecated", ARGUMENT_VERSION_MISMATCH: "ArgumentVersionMismatch",
               VGPU_ECC_NOT_SUPPORTED: "VgpuEccNotSupported", GPU_IS_LOST: "GpuIsLost",
               RESET_REQUIRED: "ResetRequired", UNKNOWN: "Unknown", TIMEOUT: "Timeout"}
@@ -160,7 +161,8 @@ class NvmlApi(Protocol):
     def mig_device_handle(self, h: Any, index: int) -> Any: ...    # nvmlDeviceGetMigDeviceHandleByIndex
     def gpu_instance_id(self, h: Any) -> int: ...                  # nvmlDeviceGetGpuInstanceId
     def supported_clocks_event_reasons(self, h: Any) -> int: ...   # nvmlDeviceGetSupportedClocksEventReasons
-    def utilization(self, h: Any) -> tuple[int, int]: ...          # nvmlDeviceGetUtilizationRates (gpu %, mem %)
+    # nvmlDeviceGetUtilizationRates (gpu %, mem %)
+    def utilization(self, h: Any) -> tuple[int, int]: ...
     def memory_info(self, h: Any) -> MemoryInfo: ...               # nvmlDeviceGetMemoryInfo(v2)
     def power_usage(self, h: Any) -> int: ...                      # nvmlDeviceGetPowerUsage (mW)
     def enforced_power_limit(self, h: Any) -> int: ...             # nvmlDeviceGetEnforcedPowerLimit (mW)
@@ -170,10 +172,13 @@ class NvmlApi(Protocol):
     def performance_state(self, h: Any) -> int: ...                # nvmlDeviceGetPerformanceState
     def pcie_throughput(self, h: Any, counter: int) -> int: ...    # nvmlDeviceGetPcieThroughput (KB/s)
     def nvlink_state(self, h: Any, link: int) -> int: ...          # nvmlDeviceGetNvLinkState (old drivers)
-    def field_values(self, h: Any, fields: list[tuple[int, int]]) -> list[FieldValue]: ...  # nvmlDeviceGetFieldValues
+    # nvmlDeviceGetFieldValues
+    def field_values(self, h: Any, fields: list[tuple[int, int]]) -> list[FieldValue]: ...
     def event_set_create(self) -> Any: ...                         # nvmlEventSetCreate
-    def register_xid_events(self, h: Any, event_set: Any) -> None: ...  # nvmlDeviceRegisterEvents(XidCritical)
-    def event_set_wait(self, event_set: Any, timeout_ms: int) -> XidEvent | None: ...  # nvmlEventSetWait; None on timeout
+    # nvmlDeviceRegisterEvents(XidCritical)
+    def register_xid_events(self, h: Any, event_set: Any) -> None: ...
+    # nvmlEventSetWait; None on timeout
+    def event_set_wait(self, event_set: Any, timeout_ms: int) -> XidEvent | None: ...
     def event_set_free(self, event_set: Any) -> None: ...          # nvmlEventSetFree
 
 
@@ -193,7 +198,8 @@ class RealNvml:
             pynvml.nvmlInit()
         except pynvml.NVMLError as exc:
             code = error_code(exc)
-            raise InitError(INIT_REASONS.get(code, "init_failed"), f"nvmlInit failed: {exc}") from None
+            reason = INIT_REASONS.get(code, "init_failed") if code is not None else "init_failed"
+            raise InitError(reason, f"nvmlInit failed: {exc}") from None
         self._nvml = pynvml
 
     def shutdown(self) -> None:
@@ -202,38 +208,37 @@ class RealNvml:
             self._nvml = None
 
     def driver_version(self) -> str:
-        return self._nvml.nvmlSystemGetDriverVersion()
+        return _text(self._nvml.nvmlSystemGetDriverVersion())
 
     def cuda_driver_version(self) -> int:
-        return self._nvml.nvmlSystemGetCudaDriverVersion()
+        return int(self._nvml.nvmlSystemGetCudaDriverVersion())
 
     def device_count(self) -> int:
-        return self._nvml.nvmlDeviceGetCount()
+        return int(self._nvml.nvmlDeviceGetCount())
 
     def handle_by_index(self, index: int) -> Any:
         return self._nvml.nvmlDeviceGetHandleByIndex(index)
 
     def name(self, h: Any) -> str:
-        return self._nvml.nvmlDeviceGetName(h)
+        return _text(self._nvml.nvmlDeviceGetName(h))
 
     def uuid(self, h: Any) -> str:
-        return self._nvml.nvmlDeviceGetUUID(h)
+        return _text(self._nvml.nvmlDeviceGetUUID(h))
 
     def pci_bus_id(self, h: Any) -> str:
-        bus_id = self._nvml.nvmlDeviceGetPciInfo(h).busId
-        return bus_id.decode() if isinstance(bus_id, bytes) else bus_id
+        return _text(self._nvml.nvmlDeviceGetPciInfo(h).busId)
 
     def mig_mode(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetMigMode(h)[0]
+        return int(self._nvml.nvmlDeviceGetMigMode(h)[0])
 
     def max_mig_device_count(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetMaxMigDeviceCount(h)
+        return int(self._nvml.nvmlDeviceGetMaxMigDeviceCount(h))
 
     def mig_device_handle(self, h: Any, index: int) -> Any:
         return self._nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, index)
 
     def gpu_instance_id(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetGpuInstanceId(h)
+        return int(self._nvml.nvmlDeviceGetGpuInstanceId(h))
 
     def supported_clocks_event_reasons(self, h: Any) -> int:
         return self._newer_or_older("nvmlDeviceGetSupportedClocksEventReasons",
@@ -241,59 +246,59 @@ class RealNvml:
 
     def utilization(self, h: Any) -> tuple[int, int]:
         rates = self._nvml.nvmlDeviceGetUtilizationRates(h)
-        return rates.gpu, rates.memory
+        return int(rates.gpu), int(rates.memory)
 
     def memory_info(self, h: Any) -> MemoryInfo:
         nvml = self._nvml
         try:
             mem = nvml.nvmlDeviceGetMemoryInfo(h, version=nvml.nvmlMemory_v2)
-            return MemoryInfo(mem.total, mem.used, mem.reserved)
+            return MemoryInfo(int(mem.total), int(mem.used), int(mem.reserved))
         except nvml.NVMLError as exc:  # drivers before r510 only have v1 (no reserved)
             if classify(exc) != ABSENT:
                 raise
         mem = nvml.nvmlDeviceGetMemoryInfo(h)
-        return MemoryInfo(mem.total, mem.used, None)
+        return MemoryInfo(int(mem.total), int(mem.used), None)
 
     def power_usage(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetPowerUsage(h)
+        return int(self._nvml.nvmlDeviceGetPowerUsage(h))
 
     def enforced_power_limit(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetEnforcedPowerLimit(h)
+        return int(self._nvml.nvmlDeviceGetEnforcedPowerLimit(h))
 
     def temperature(self, h: Any, sensor: int) -> int:
         return self._newer_or_older("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature", h, sensor)
 
     def clock(self, h: Any, clock_type: int) -> int:
-        return self._nvml.nvmlDeviceGetClockInfo(h, clock_type)
+        return int(self._nvml.nvmlDeviceGetClockInfo(h, clock_type))
 
     def clocks_event_reasons(self, h: Any) -> int:
         return self._newer_or_older("nvmlDeviceGetCurrentClocksEventReasons",
                                     "nvmlDeviceGetCurrentClocksThrottleReasons", h)
 
-    def _newer_or_older(self, newer: str, older: str, *args):
+    def _newer_or_older(self, newer: str, older: str, *args: Any) -> int:
         """The current call; on a driver that lacks it (FunctionNotFound, before r535) its
         deprecated predecessor, remembered so the failing lookup is not repeated."""
         name = self._fallbacks.get(newer, newer)
         try:
-            return getattr(self._nvml, name)(*args)
+            return int(getattr(self._nvml, name)(*args))
         except self._nvml.NVMLError as exc:
             if name != newer or error_code(exc) != FUNCTION_NOT_FOUND:
                 raise
         self._fallbacks[newer] = older
-        return getattr(self._nvml, older)(*args)
+        return int(getattr(self._nvml, older)(*args))
 
     def performance_state(self, h: Any) -> int:
-        return self._nvml.nvmlDeviceGetPerformanceState(h)
+        return int(self._nvml.nvmlDeviceGetPerformanceState(h))
 
     def pcie_throughput(self, h: Any, counter: int) -> int:
-        return self._nvml.nvmlDeviceGetPcieThroughput(h, counter)
+        return int(self._nvml.nvmlDeviceGetPcieThroughput(h, counter))
 
     def nvlink_state(self, h: Any, link: int) -> int:
-        return self._nvml.nvmlDeviceGetNvLinkState(h, link)
+        return int(self._nvml.nvmlDeviceGetNvLinkState(h, link))
 
     def field_values(self, h: Any, fields: list[tuple[int, int]]) -> list[FieldValue]:
         raw = self._nvml.nvmlDeviceGetFieldValues(h, fields)
-        return [FieldValue(v.fieldId, v.scopeId, v.nvmlReturn, _field_number(v)) for v in raw]
+        return [FieldValue(int(v.fieldId), int(v.scopeId), int(v.nvmlReturn), _field_number(v)) for v in raw]
 
     def event_set_create(self) -> Any:
         return self._nvml.nvmlEventSetCreate()
@@ -311,10 +316,16 @@ class RealNvml:
             raise
         if data.eventType != nvml.nvmlEventTypeXidCriticalError:
             return None
-        return XidEvent(data.device, int(data.eventData), data.gpuInstanceId, data.computeInstanceId)
+        return XidEvent(data.device, int(data.eventData), int(data.gpuInstanceId),
+                        int(data.computeInstanceId))
 
     def event_set_free(self, event_set: Any) -> None:
         self._nvml.nvmlEventSetFree(event_set)
+
+
+def _text(value: Any) -> str:
+    """A string from nvidia-ml-py: str in current releases, bytes in some older ones."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # c_nvmlValue_t union member per NVML_VALUE_TYPE_*.

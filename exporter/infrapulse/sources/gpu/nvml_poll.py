@@ -11,24 +11,31 @@ then every `rescan_every` polls). A value the device cannot give (NotSupported, 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, Literal, TypeVar, overload
 
+from ... import catalog
 from ...store import Snapshot
 from . import families as fam
 from . import nvml_api as api_mod
 from .nvml_api import ABSENT, SICK, FieldValue, NvmlApi
+from .nvml_xid import XidState
+
+T = TypeVar("T")
 
 _SCALAR_FIELDS = (
     api_mod.FI_ECC_SBE_VOL, api_mod.FI_ECC_DBE_VOL, api_mod.FI_ECC_SBE_AGG, api_mod.FI_ECC_DBE_AGG,
     api_mod.FI_RETIRED_SBE, api_mod.FI_RETIRED_DBE, api_mod.FI_RETIRED_PENDING,
     api_mod.FI_MEMORY_TEMP, api_mod.FI_TOTAL_ENERGY, api_mod.FI_PCIE_REPLAY,
-    api_mod.FI_REMAPPED_COR, api_mod.FI_REMAPPED_UNC, api_mod.FI_REMAPPED_PENDING, api_mod.FI_REMAPPED_FAILURE,
+    api_mod.FI_REMAPPED_COR, api_mod.FI_REMAPPED_UNC, api_mod.FI_REMAPPED_PENDING,
+    api_mod.FI_REMAPPED_FAILURE,
 )
 _LINK_FIELDS = (api_mod.FI_NVLINK_STATE, api_mod.FI_NVLINK_DATA_TX, api_mod.FI_NVLINK_DATA_RX)
 
 # field id -> (family, extra label values, scale to base units)
-_SCALAR_MAP: dict[int, tuple[Any, tuple[str, ...], float]] = {
+_SCALAR_MAP: dict[int, tuple[catalog.Family, tuple[str, ...], float]] = {
     api_mod.FI_ECC_SBE_VOL: (fam.ECC, ("corrected", "volatile"), 1.0),
     api_mod.FI_ECC_DBE_VOL: (fam.ECC, ("uncorrected", "volatile"), 1.0),
     api_mod.FI_ECC_SBE_AGG: (fam.ECC, ("corrected", "aggregate"), 1.0),
@@ -44,7 +51,7 @@ _SCALAR_MAP: dict[int, tuple[Any, tuple[str, ...], float]] = {
     api_mod.FI_REMAPPED_PENDING: (fam.ROW_REMAP_PENDING, (), 1.0),
     api_mod.FI_REMAPPED_FAILURE: (fam.ROW_REMAP_FAILURE, (), 1.0),
 }
-_LINK_MAP = {
+_LINK_MAP: dict[int, tuple[catalog.Family, float]] = {
     api_mod.FI_NVLINK_STATE: (fam.NVLINK_UP, 1.0),
     api_mod.FI_NVLINK_DATA_TX: (fam.NVLINK_TX, 1024.0),  # KiB -> bytes
     api_mod.FI_NVLINK_DATA_RX: (fam.NVLINK_RX, 1024.0),
@@ -55,7 +62,8 @@ _FIELD_NAMES = {
     api_mod.FI_RETIRED_SBE: "retired_pages_sbe", api_mod.FI_RETIRED_DBE: "retired_pages_dbe",
     api_mod.FI_RETIRED_PENDING: "retired_pages_pending", api_mod.FI_MEMORY_TEMP: "memory_temperature",
     api_mod.FI_TOTAL_ENERGY: "total_energy", api_mod.FI_PCIE_REPLAY: "pcie_replays",
-    api_mod.FI_REMAPPED_COR: "remapped_rows_correctable", api_mod.FI_REMAPPED_UNC: "remapped_rows_uncorrectable",
+    api_mod.FI_REMAPPED_COR: "remapped_rows_correctable",
+    api_mod.FI_REMAPPED_UNC: "remapped_rows_uncorrectable",
     api_mod.FI_REMAPPED_PENDING: "row_remap_pending", api_mod.FI_REMAPPED_FAILURE: "row_remap_failure",
     api_mod.FI_NVLINK_STATE: "nvlink_state", api_mod.FI_NVLINK_DATA_TX: "nvlink_data_tx",
     api_mod.FI_NVLINK_DATA_RX: "nvlink_data_rx",
@@ -66,10 +74,14 @@ FIELD_BATCH_MAX = 128
 KB = 1024.0  # NVML's PCIe throughput is in "KB/s"; NVML's KB is binary, as its NVLink KiB counters
 
 
-def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str], opt: tuple[str, ...]) -> dict:
-    """(field id, scope) -> (family name, label values, scale; None = a 0/1 state) for one GPU,
-    built once so a poll only looks values up."""
-    targets = {}
+# (field id, scope) -> (family name, label values, scale; None = a 0/1 state)
+FieldTargets = dict[tuple[int, int], tuple[str, tuple[str, ...], float | None]]
+
+
+def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str],
+                   opt: tuple[str, ...]) -> FieldTargets:
+    """The lookup of one GPU's field values, built once so a poll only looks values up."""
+    targets: FieldTargets = {}
     for fid, scope in fields:
         if fid in _SCALAR_MAP:
             family, extra, scale = _SCALAR_MAP[fid]
@@ -110,7 +122,7 @@ class Gpu:
     fields: list[tuple[int, int]] = field(default_factory=list)
     absent: set[str] = field(default_factory=set)  # calls this device will never answer
     link_state_by_call: bool = False  # old drivers: no NVLink state field, ask per link
-    field_targets: tuple | None = None  # cached lookup for _add_fields
+    field_targets: tuple[tuple[str, str], FieldTargets] | None = None  # (base labels, lookup) for _add_fields
     sick: str | None = None  # why NVML cannot talk to it (gpu_is_lost, ...)
     sick_message: str = ""
 
@@ -145,7 +157,7 @@ class GpuPoller:
         self.gpus = [self._enumerate_one(i, previous.get(i)) for i in range(api.device_count())]
         self._flush_absent()
 
-    def _system(self, call):
+    def _system(self, call: Callable[[], T]) -> T | None:
         try:
             return call()
         except Exception as exc:
@@ -164,8 +176,10 @@ class GpuPoller:
             gpu.pci_bus_id = self._call(gpu, "pci_bus_id", self.api.pci_bus_id) or gpu.pci_bus_id
             mig = self._call(gpu, "mig_mode", self.api.mig_mode)
             gpu.mig_enabled = None if mig is None else mig == api_mod.MIG_ENABLED
-            reasons = self._call(gpu, "supported_clocks_event_reasons", self.api.supported_clocks_event_reasons)
-            gpu.supported_reasons = fam.ALL_CLOCK_EVENT_BITS if reasons is None else reasons & fam.ALL_CLOCK_EVENT_BITS
+            reasons = self._call(gpu, "supported_clocks_event_reasons",
+                                 self.api.supported_clocks_event_reasons)
+            all_bits = fam.ALL_CLOCK_EVENT_BITS
+            gpu.supported_reasons = all_bits if reasons is None else reasons & all_bits
             gpu.links = self._link_count(gpu)
             gpu.fields = [(f, 0) for f in _SCALAR_FIELDS]
             gpu.fields += [(f, link) for link in range(gpu.links) for f in _LINK_FIELDS]
@@ -189,11 +203,11 @@ class GpuPoller:
         return int(values[0].value)
 
     def _enumerate_migs(self, gpu: Gpu) -> list[MigInstance]:
-        migs = []
+        migs: list[MigInstance] = []
         slots = self._call(gpu, "max_mig_device_count", self.api.max_mig_device_count) or 0
         for slot in range(slots):
             handle = self._call(gpu, f"mig_device_handle[{slot}]",
-                                lambda h, s=slot: self.api.mig_device_handle(h, s), quiet=True)
+                                partial(self.api.mig_device_handle, index=slot), quiet=True)
             if handle is None:  # an empty slot answers NotFound
                 continue
             try:
@@ -209,7 +223,7 @@ class GpuPoller:
 
     # -- polling -------------------------------------------------------------------------------
 
-    def poll(self, xid_state: dict | None = None) -> tuple[Snapshot, list[str]]:
+    def poll(self, xid_state: XidState | None = None) -> tuple[Snapshot, list[str]]:
         """Read every GPU once. xid_state: XidWatcher.state() ({uuid: (counts by xid, last xid,
         registered)}), or None when XID events are off."""
         if not self.gpus or (self.rescan_every and self._polls % self.rescan_every == 0 and self._polls):
@@ -222,7 +236,7 @@ class GpuPoller:
         self._flush_absent()
         return snap, self._errors
 
-    def _poll_gpu(self, gpu: Gpu, snap: Snapshot, xid_state: dict | None) -> None:
+    def _poll_gpu(self, gpu: Gpu, snap: Snapshot, xid_state: XidState | None) -> None:
         opt = fam.NO_OPTIONAL
         if gpu.handle is None:  # lost when enumerated: one cheap retry per poll
             retry = self._enumerate_one(gpu.index, gpu)
@@ -284,7 +298,7 @@ class GpuPoller:
         if temp is not None:
             snap.add(fam.TEMPERATURE, base + ("gpu",) + opt, float(temp))
         for clock_type, clock in ((api_mod.CLOCK_SM, "sm"), (api_mod.CLOCK_MEM, "memory")):
-            mhz = call(gpu, f"clock_{clock}", lambda h, t=clock_type: api.clock(h, t))
+            mhz = call(gpu, f"clock_{clock}", partial(api.clock, clock_type=clock_type))
             if mhz is not None:
                 snap.add(fam.CLOCK, base + (clock,) + opt, mhz * 1e6)
         reasons = call(gpu, "clocks_event_reasons", api.clocks_event_reasons)
@@ -294,19 +308,19 @@ class GpuPoller:
         if pstate is not None and pstate <= 15:  # 32 = unknown
             snap.add(fam.PERFORMANCE_STATE, base + opt, float(pstate))
         for counter, direction in ((api_mod.PCIE_TX, "tx"), (api_mod.PCIE_RX, "rx")):
-            kbs = call(gpu, f"pcie_throughput_{direction}", lambda h, c=counter: api.pcie_throughput(h, c))
+            kbs = call(gpu, f"pcie_throughput_{direction}", partial(api.pcie_throughput, counter=counter))
             if kbs is not None:
                 snap.add(fam.PCIE_THROUGHPUT, base + (direction,) + opt, kbs * KB)
         if gpu.fields:
             for start in range(0, len(gpu.fields), FIELD_BATCH_MAX):
                 chunk = gpu.fields[start:start + FIELD_BATCH_MAX]
                 # transient=True: a whole batch refused says nothing about each field; ask again next poll
-                values = call(gpu, "field_values", lambda h, c=chunk: api.field_values(h, c), transient=True)
+                values = call(gpu, "field_values", partial(api.field_values, fields=chunk), transient=True)
                 if values is not None:
                     self._add_fields(gpu, values, snap, base, opt)
         if gpu.link_state_by_call:
             for link in range(gpu.links):
-                state = call(gpu, f"nvlink_state[{link}]", lambda h, k=link: api.nvlink_state(h, k))
+                state = call(gpu, f"nvlink_state[{link}]", partial(api.nvlink_state, link=link))
                 if state is not None:
                     snap.add(fam.NVLINK_UP, base + (str(link),) + opt, 1.0 if state else 0.0)
 
@@ -374,8 +388,16 @@ class GpuPoller:
 
     # -- error handling ------------------------------------------------------------------------
 
-    def _call(self, gpu: Gpu, what: str, fn, required: bool = False, quiet: bool = False,
-              transient: bool = False):
+    @overload
+    def _call(self, gpu: Gpu, what: str, fn: Callable[[Any], T], required: Literal[True],
+              quiet: bool = False, transient: bool = False) -> T: ...
+
+    @overload
+    def _call(self, gpu: Gpu, what: str, fn: Callable[[Any], T], required: bool = False,
+              quiet: bool = False, transient: bool = False) -> T | None: ...
+
+    def _call(self, gpu: Gpu, what: str, fn: Callable[[Any], T], required: bool = False,
+              quiet: bool = False, transient: bool = False) -> T | None:
         """Call fn(handle); absent -> None (remembered when permanent); sick -> GpuSick."""
         if what in gpu.absent:
             return None
@@ -384,7 +406,7 @@ class GpuPoller:
         except Exception as exc:
             kind = api_mod.classify(exc)
             code = api_mod.error_code(exc)
-            if kind == SICK:
+            if kind == SICK and code is not None:  # SICK: the code is one of SICK_REASONS
                 raise GpuSick(api_mod.SICK_REASONS[code], f"{what}: {exc}") from None
             if kind == ABSENT and not required:
                 if not quiet:
@@ -393,7 +415,8 @@ class GpuPoller:
                     gpu.absent.add(what)
                 return None
             if required:  # without a handle or uuid the GPU cannot be reported as itself
-                raise GpuSick("inaccessible" if kind == ABSENT else "unknown_error", f"{what}: {exc}") from None
+                reason = "inaccessible" if kind == ABSENT else "unknown_error"
+                raise GpuSick(reason, f"{what}: {exc}") from None
             self._errors.append(f"gpu {gpu.label} {what}: {type(exc).__name__}: {exc}")
             return None
 
@@ -406,7 +429,8 @@ class GpuPoller:
 
     def _flush_absent(self) -> None:
         for device, values in self._new_absent.items():
-            self.log.info("NVML values this GPU does not report are left out", extra={"gpu": device, "values": values})
+            self.log.info("NVML values this GPU does not report are left out",
+                          extra={"gpu": device, "values": values})
         self._new_absent = {}
 
 

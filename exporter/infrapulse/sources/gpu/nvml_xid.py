@@ -18,6 +18,9 @@ from . import families as fam
 from . import nvml_api as api_mod
 from .nvml_api import NvmlApi
 
+# {uuid: (count per xid, last xid or 0, registered now)}
+XidState = dict[str, tuple[dict[int, int], int, bool]]
+
 WAIT_MS = 500  # how long one nvmlEventSetWait blocks: bounds how long stop() waits
 
 
@@ -65,7 +68,7 @@ class XidWatcher:
         with self._lock:
             self._watched = set()
 
-    def state(self) -> dict[str, tuple[dict[int, int], int, bool]]:
+    def state(self) -> XidState:
         """{uuid: (count per xid, last xid or 0, registered now)} for every GPU registered for
         XID events or with XIDs counted (a GPU lost since keeps its counts)."""
         with self._lock:
@@ -74,7 +77,8 @@ class XidWatcher:
 
     # -- the watcher thread -------------------------------------------------------------------
 
-    def _run(self, devices, stop: threading.Event, ready: threading.Event) -> None:
+    def _run(self, devices: tuple[tuple[str, Any], ...], stop: threading.Event,
+             ready: threading.Event) -> None:
         api = self.api
         try:
             event_set = api.event_set_create()
@@ -84,7 +88,7 @@ class XidWatcher:
             ready.set()
             return
         try:
-            watched = set()
+            watched: set[str] = set()
             for uuid, handle in devices:
                 try:
                     api.register_xid_events(handle, event_set)
