@@ -26,12 +26,13 @@ Rules (docs/serving.md has the full table):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ...store import Snapshot
 from ...textparse import MetricFamily
 from .extract import (
     Context,
+    Extractor,
     Rule,
     by_label,
     counter,
@@ -74,11 +75,19 @@ from .families import (
 # -- engines --------------------------------------------------------------------------------
 
 # Prefix -> format. Order matters: Triton may host a vLLM backend, whose vllm: families win.
-DETECT_ORDER = (("vllm:", "vllm"), ("sglang:", "sglang"), ("nv_trt_llm_", "triton"),
+# `ray_vllm:` is vLLM under Ray Serve (Ray's metrics agent prefixes every application metric).
+DETECT_ORDER = (("vllm:", "vllm"), ("ray_vllm:", "vllm"), ("sglang:", "sglang"), ("nv_trt_llm_", "triton"),
                 ("nv_inference_", "triton"), ("trtllm_", "trtllm"), ("tgi_", "tgi"))
 FORMATS = ("vllm", "sglang", "triton", "trtllm", "tgi")
 MODEL_LABEL = {"vllm": "model_name", "sglang": "model_name", "triton": "model", "trtllm": "model_name",
                "tgi": ""}
+# trtllm-serve 1.x (TensorRT-LLM's MetricsCollector before it gained the `trtllm_` prefix) exposes
+# these families unprefixed, every sample labelled {model_name, engine_type}; they are read as the
+# trtllm_-prefixed names. Unprefixed names are common words, so auto-detection accepts them only
+# with both labels present and no other engine's prefix (see `detect`).
+TRTLLM_UNPREFIXED = ("request_success", "e2e_request_latency_seconds", "time_to_first_token_seconds",
+                     "time_per_output_token_seconds", "request_queue_time_seconds")
+TRTLLM_SERVE_LABELS = frozenset({"model_name", "engine_type"})
 # Ranks that replicate the same numbers (summing them would multiply): the lowest one is taken.
 # Partition ranks (vLLM `engine`, SGLang `dp_rank`) and all other labels are summed/maxed.
 REPLICA_LABELS = {"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank"}
@@ -101,13 +110,50 @@ def detect(families: dict[str, MetricFamily]) -> str | None:
     for prefix, fmt in (("vllm_", "vllm"), ("sglang_", "sglang")):
         if any(n.startswith(prefix) for n in names):
             return fmt
+    if is_trtllm_unprefixed(families):
+        return "trtllm"
     return None
 
 
+def is_trtllm_unprefixed(families: dict[str, MetricFamily]) -> bool:
+    """trtllm-serve 1.x: a TensorRT-LLM family under its unprefixed name, labelled like its collector."""
+    for name in TRTLLM_UNPREFIXED:
+        fam = families.get(name)
+        if fam is not None and fam.samples and all(TRTLLM_SERVE_LABELS <= s.labels.keys() for s in fam.samples):
+            return True
+    return False
+
+
+def _renamed(fam: MetricFamily, old: str, new: str) -> MetricFamily:
+    """`fam` with the name prefix `old` (family and samples) replaced by `new`."""
+    cut = len(old)
+    return MetricFamily(new + fam.name[cut:], fam.type, fam.help, fam.unit,
+                        [s._replace(name=new + s.name[cut:]) if s.name.startswith(old) else s for s in fam.samples])
+
+
+def _rename_where(families: dict[str, MetricFamily], match: Callable[[str], bool], old: str,
+                  new: str) -> dict[str, MetricFamily]:
+    out: dict[str, MetricFamily] = {}
+    for name, fam in families.items():
+        if match(name):
+            fam = _renamed(fam, old, new)
+            name = fam.name
+        out[name] = fam
+    return out
+
+
 def canonical_names(families: dict[str, MetricFamily], fmt: str) -> dict[str, MetricFamily]:
-    """Undo the ':' -> '_' escaping some OpenMetrics encoders apply to vllm:/sglang: names."""
+    """The engine's families under the names the rule tables use: undo the ':' -> '_' escaping some
+    OpenMetrics encoders apply to vllm:/sglang: names, strip Ray Serve's `ray_` from `ray_vllm:`,
+    and give trtllm-serve 1.x's unprefixed families their later `trtllm_` names."""
+    if fmt == "trtllm":
+        if any(n.startswith("trtllm_") for n in families):
+            return families
+        return _rename_where(families, lambda n: n in TRTLLM_UNPREFIXED, "", "trtllm_")
     if fmt not in ("vllm", "sglang") or any(n.startswith(fmt + ":") for n in families):
         return families
+    if fmt == "vllm" and any(n.startswith("ray_vllm:") for n in families):
+        return _rename_where(families, lambda n: n.startswith("ray_vllm:"), "ray_vllm:", "vllm:")
     escaped = fmt + "_"
     return {(fmt + ":" + n[len(escaped):] if n.startswith(escaped) else n): f for n, f in families.items()}
 
@@ -135,23 +181,33 @@ TRTLLM_OUTCOMES = {"stop": "success", "length": "success", "abort": "abort", "ca
                    "error": "error", "timeout": "error"}
 MB = float(1 << 20)  # SGLang's *_mb metrics are MiB (bytes / 1024 / 1024)
 
+def _trt(kind: str, label: str, value: str) -> tuple[Extractor, ...]:
+    """A Triton TRT-LLM backend gauge under its names since 24.x (`nv_trt_llm_<kind>_metrics`) and
+    in 23.10/23.11 (`nv_trt_llm_<kind>_statistics`), newest first."""
+    return tuple(gauge(f"nv_trt_llm_{kind}_{suffix}", where={label: value}) for suffix in ("metrics", "statistics"))
+
+
+# promised=True: every version infrapulse supports exposes it (docs/serving.md, "confirmed on"), so
+# a live endpoint without it is reported through the coverage API instead of passing as "older version".
 MAPPINGS: dict[str, tuple[Rule, ...]] = {
     "vllm": (
-        Rule(TTFT, (hist("vllm:time_to_first_token_seconds"),)),
-        Rule(ITL, (hist("vllm:inter_token_latency_seconds"), hist("vllm:time_per_output_token_seconds"))),
-        Rule(E2E, (hist("vllm:e2e_request_latency_seconds"),)),
+        Rule(TTFT, (hist("vllm:time_to_first_token_seconds"),), promised=True),
+        Rule(ITL, (hist("vllm:inter_token_latency_seconds"), hist("vllm:time_per_output_token_seconds")),
+             promised=True),
+        Rule(E2E, (hist("vllm:e2e_request_latency_seconds"),), promised=True),
         Rule(QUEUE_TIME, (hist("vllm:request_queue_time_seconds"),)),
-        Rule(RUNNING, (gauge("vllm:num_requests_running"),)),
-        Rule(WAITING, (gauge("vllm:num_requests_waiting"),)),
+        Rule(RUNNING, (gauge("vllm:num_requests_running"),), promised=True),
+        Rule(WAITING, (gauge("vllm:num_requests_waiting"),), promised=True),
         Rule(KV_USAGE, (gauge("vllm:kv_cache_usage_perc", combine="max"),
-                        gauge("vllm:gpu_cache_usage_perc", combine="max"))),
+                        gauge("vllm:gpu_cache_usage_perc", combine="max")), promised=True),
         Rule(PREFIX_QUERIES, (counter("vllm:prefix_cache_queries"), counter("vllm:gpu_prefix_cache_queries"))),
         Rule(PREFIX_HITS, (counter("vllm:prefix_cache_hits"), counter("vllm:gpu_prefix_cache_hits"))),
+        # V0's rate is -1 while it has no data (prefix caching off): dropped as out of 0..1 in normalise.
         Rule(PREFIX_HIT_RATIO, (gauge("vllm:gpu_prefix_cache_hit_rate", combine="max"),),
              fallback_only=PREFIX_QUERIES),
-        Rule(PROMPT_TOKENS, (counter("vllm:prompt_tokens"),)),
-        Rule(GENERATION_TOKENS, (counter("vllm:generation_tokens"),)),
-        Rule(REQUESTS, (by_label("vllm:request_success", "finished_reason", VLLM_OUTCOMES),)),
+        Rule(PROMPT_TOKENS, (counter("vllm:prompt_tokens"),), promised=True),
+        Rule(GENERATION_TOKENS, (counter("vllm:generation_tokens"),), promised=True),
+        Rule(REQUESTS, (by_label("vllm:request_success", "finished_reason", VLLM_OUTCOMES),), promised=True),
         Rule(PREEMPTIONS, (counter("vllm:num_preemptions"),)),
         Rule(REQUEST_DURATION, (hist_sum("vllm:e2e_request_latency_seconds"),)),
         Rule(QUEUE_DURATION, (hist_sum("vllm:request_queue_time_seconds"),)),
@@ -162,19 +218,20 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
         Rule(KV_XFER_FAILURES, (counter("vllm:nixl_num_failed_transfers"),)),
     ),
     "sglang": (
-        Rule(TTFT, (hist("sglang:time_to_first_token_seconds"),)),
-        Rule(ITL, (hist("sglang:inter_token_latency_seconds"), hist("sglang:time_per_output_token_seconds"))),
-        Rule(E2E, (hist("sglang:e2e_request_latency_seconds"),)),
+        Rule(TTFT, (hist("sglang:time_to_first_token_seconds"),), promised=True),
+        Rule(ITL, (hist("sglang:inter_token_latency_seconds"), hist("sglang:time_per_output_token_seconds")),
+             promised=True),
+        Rule(E2E, (hist("sglang:e2e_request_latency_seconds"),), promised=True),
         Rule(QUEUE_TIME, (hist("sglang:queue_time_seconds"),)),
-        Rule(RUNNING, (gauge("sglang:num_running_reqs"),)),
-        Rule(WAITING, (gauge("sglang:num_queue_reqs"),)),
-        Rule(KV_USAGE, (gauge("sglang:token_usage", combine="max"),)),
+        Rule(RUNNING, (gauge("sglang:num_running_reqs"),), promised=True),
+        Rule(WAITING, (gauge("sglang:num_queue_reqs"),), promised=True),
+        Rule(KV_USAGE, (gauge("sglang:token_usage", combine="max"),), promised=True),
         Rule(PREFIX_QUERIES, (when_present("sglang:cached_tokens", counter("sglang:prompt_tokens")),)),
         Rule(PREFIX_HITS, (counter("sglang:cached_tokens", where={"cache_source": "total"}),
                            counter("sglang:cached_tokens"))),
         Rule(PREFIX_HIT_RATIO, (gauge("sglang:cache_hit_rate", combine="max"),), fallback_only=PREFIX_HITS),
-        Rule(PROMPT_TOKENS, (counter("sglang:prompt_tokens"),)),
-        Rule(GENERATION_TOKENS, (counter("sglang:generation_tokens"),)),
+        Rule(PROMPT_TOKENS, (counter("sglang:prompt_tokens"),), promised=True),
+        Rule(GENERATION_TOKENS, (counter("sglang:generation_tokens"),), promised=True),
         Rule(REQUESTS, (with_outcome("success", difference(counter("sglang:num_requests"),
                                                            counter("sglang:num_aborted_requests"))),)),
         Rule(REQUESTS, (with_outcome("abort", counter("sglang:num_aborted_requests")),)),
@@ -190,18 +247,19 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
     ),
     "triton": (
         Rule(TTFT, (hist("nv_inference_first_response_histogram_ms", 0.001),)),
-        Rule(RUNNING, (gauge("nv_trt_llm_request_metrics", where={"request_type": "scheduled"}),
-                       gauge("nv_trt_llm_request_metrics", where={"request_type": "active"}))),
-        Rule(WAITING, (gauge("nv_trt_llm_request_metrics", where={"request_type": "waiting"}),
-                       gauge("nv_inference_pending_request_count"))),
-        Rule(KV_USAGE, (gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "fraction"},
-                              combine="max"),
-                        ratio(gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "used"}),
-                              gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "max"})))),
-        Rule(REQUESTS, (with_outcome("success", counter("nv_inference_request_success")),)),
+        Rule(RUNNING, _trt("request", "request_type", "scheduled") + _trt("request", "request_type", "active")),
+        Rule(WAITING, _trt("request", "request_type", "waiting") + (gauge("nv_inference_pending_request_count"),)),
+        # used/max blocks first: both counts exist in every backend version, while `fraction` (added
+        # 2025) is the same quantity from a uint64 gauge and was hand-edited in the README sample.
+        Rule(KV_USAGE, tuple(ratio(gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "used"}),
+                                   gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "max"}))
+                             for sfx in ("metrics", "statistics"))
+             + (gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "fraction"},
+                      combine="max"),)),
+        Rule(REQUESTS, (with_outcome("success", counter("nv_inference_request_success")),), promised=True),
         Rule(REQUESTS, (with_outcome("error", counter("nv_inference_request_failure")),)),
-        Rule(REQUEST_DURATION, (counter("nv_inference_request_duration_us", 1e-6),)),
-        Rule(QUEUE_DURATION, (counter("nv_inference_queue_duration_us", 1e-6),)),
+        Rule(REQUEST_DURATION, (counter("nv_inference_request_duration_us", 1e-6),), promised=True),
+        Rule(QUEUE_DURATION, (counter("nv_inference_queue_duration_us", 1e-6),), promised=True),
         Rule(KV_XFER_TIME, (counter("nv_trt_llm_disaggregated_serving_metrics", 0.001,
                                     where={"disaggregated_serving_type": "kv_cache_transfer_ms"}),
                             gauge("nv_trt_llm_disaggregated_serving_metrics", 0.001,
@@ -211,11 +269,12 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
                              gauge("nv_trt_llm_disaggregated_serving_metrics",
                                    where={"disaggregated_serving_type": "request_count"}))),
     ),
+    # trtllm-serve: `trtllm_*` names, or 1.x's unprefixed ones renamed to them by canonical_names.
     "trtllm": (
-        Rule(TTFT, (hist("trtllm_time_to_first_token_seconds"),)),
-        Rule(ITL, (hist("trtllm_time_per_output_token_seconds"),)),
-        Rule(E2E, (hist("trtllm_e2e_request_latency_seconds"),)),
-        Rule(QUEUE_TIME, (hist("trtllm_request_queue_time_seconds"),)),
+        Rule(TTFT, (hist("trtllm_time_to_first_token_seconds"),), promised=True),
+        Rule(ITL, (hist("trtllm_time_per_output_token_seconds"),), promised=True),
+        Rule(E2E, (hist("trtllm_e2e_request_latency_seconds"),), promised=True),
+        Rule(QUEUE_TIME, (hist("trtllm_request_queue_time_seconds"),), promised=True),
         Rule(RUNNING, (gauge("trtllm_num_requests_running"),)),
         Rule(WAITING, (gauge("trtllm_num_requests_waiting"),)),
         Rule(KV_USAGE, (gauge("trtllm_kv_cache_utilization", combine="max"),
@@ -225,26 +284,28 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
         Rule(PREFIX_HIT_RATIO, (gauge("trtllm_kv_cache_hit_rate", combine="max"),), fallback_only=PREFIX_HITS),
         Rule(PROMPT_TOKENS, (counter("trtllm_prompt_tokens"),)),
         Rule(GENERATION_TOKENS, (counter("trtllm_generation_tokens"),)),
-        Rule(REQUESTS, (by_label("trtllm_request_success", "finished_reason", TRTLLM_OUTCOMES),)),
+        Rule(REQUESTS, (by_label("trtllm_request_success", "finished_reason", TRTLLM_OUTCOMES),), promised=True),
         Rule(REQUESTS, (with_outcome("error", counter("trtllm_request_error")),)),
         Rule(REQUEST_DURATION, (hist_sum("trtllm_e2e_request_latency_seconds"),)),
         Rule(QUEUE_DURATION, (hist_sum("trtllm_request_queue_time_seconds"),)),
     ),
     "tgi": (
-        Rule(ITL, (hist("tgi_request_mean_time_per_token_duration"),)),
-        Rule(E2E, (hist("tgi_request_duration"),)),
-        Rule(QUEUE_TIME, (hist("tgi_request_queue_duration"),)),
-        Rule(RUNNING, (gauge("tgi_batch_current_size"),)),
-        Rule(WAITING, (gauge("tgi_queue_size"),)),
-        Rule(PROMPT_TOKENS, (hist_sum("tgi_request_input_length"),)),
-        Rule(GENERATION_TOKENS, (hist_sum("tgi_request_generated_tokens"),)),
-        Rule(REQUESTS, (with_outcome("success", counter("tgi_request_success")),)),
+        Rule(ITL, (hist("tgi_request_mean_time_per_token_duration"),), promised=True),
+        Rule(E2E, (hist("tgi_request_duration"),), promised=True),
+        Rule(QUEUE_TIME, (hist("tgi_request_queue_duration"),), promised=True),
+        Rule(RUNNING, (gauge("tgi_batch_current_size"),), promised=True),
+        Rule(WAITING, (gauge("tgi_queue_size"),), promised=True),
+        Rule(PROMPT_TOKENS, (hist_sum("tgi_request_input_length"),), promised=True),
+        Rule(GENERATION_TOKENS, (hist_sum("tgi_request_generated_tokens"),), promised=True),
+        Rule(REQUESTS, (with_outcome("success", counter("tgi_request_success")),), promised=True),
         Rule(REQUESTS, (with_outcome("error", difference(counter("tgi_request_count"),
                                                          counter("tgi_request_success"))),)),
         Rule(REQUEST_DURATION, (hist_sum("tgi_request_duration"),)),
         Rule(QUEUE_DURATION, (hist_sum("tgi_request_queue_duration"),)),
     ),
 }
+# Triton families promised only where the TensorRT-LLM backend is loaded (engine label trtllm).
+TRITON_TRTLLM_PROMISED = (RUNNING, KV_USAGE)
 
 
 def keep_order(keep: Iterable[str]) -> tuple[str, ...]:
@@ -270,6 +331,8 @@ def normalise(families: dict[str, MetricFamily], fmt: str, endpoint: str, engine
             values = extractor(families, ctx)
             if values:
                 break
+        if values and rule.family.unit == "ratio":
+            values = {k: v for k, v in values.items() if isinstance(v, float) and 0.0 <= v <= 1.0}
         if not values:
             continue
         produced.add(rule.family.name)
@@ -281,12 +344,13 @@ def normalise(families: dict[str, MetricFamily], fmt: str, endpoint: str, engine
             optional = list(pad)
             for pos, val in zip(positions, kept):
                 optional[pos] = val
-            labels = (endpoint, engine, model)
+            labels: tuple[str, ...] = (endpoint, engine, model)
             if outcome:
                 labels += (key[-1],)
             labels += tuple(optional)
-            if outcome and labels in series:  # success and error may come from separate rules
-                series[labels] += value
+            old = series.get(labels)
+            if outcome and isinstance(old, float) and isinstance(value, float):
+                series[labels] = old + value  # success and error may come from separate rules
             else:
                 series[labels] = value
     return snap

@@ -3,7 +3,9 @@
 Every configured endpoint (vLLM, SGLang, TensorRT-LLM under Triton or trtllm-serve, TGI) is
 its own target, polled by its own task on its own interval, so a slow or broken engine never
 delays another. Per scrape: fetch `/metrics` (`infrapulse.scrape`), detect the engine from
-metric prefixes unless configured, map into the common schema (`serving_normalize`), add
+metric prefixes unless configured, map into the common schema (`normalize`), report what the
+mapping yields per family (`coverage`: a promised family missing or an engine family nobody
+reads shows in infrapulse_source_mapping_series and /api/v1/sources), add
 `infrapulse_llm_endpoint_up`, publish, and feed the windowed quantiles the health score reads
 (`serving_window.serving_quantiles`). A failed scrape publishes only `endpoint_up 0` (the
 engine's series vanish rather than go stale) and records the reason on
@@ -28,13 +30,14 @@ from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
 from ..base import Source, stale_after
 from . import normalize as norm
+from .coverage import mapping_coverage
 
 ENGINE_CHOICES = ("auto", "vllm", "sglang", "trtllm", "triton", "tgi")
 # Configured engine -> exposition formats it may speak (trtllm covers both TRT-LLM servers).
 ACCEPTED_FORMATS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm", "triton"),
                     "triton": ("triton",), "tgi": ("tgi",)}
-PREFIXES = {"vllm": ("vllm:", "vllm_"), "sglang": ("sglang:", "sglang_"), "triton": ("nv_trt_llm_", "nv_inference_"),
-            "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
+PREFIXES = {"vllm": ("vllm:", "vllm_", "ray_vllm:"), "sglang": ("sglang:", "sglang_"),
+            "triton": ("nv_trt_llm_", "nv_inference_"), "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
 
 
 def _check_endpoint(ep: dict, path: str) -> None:
@@ -62,9 +65,11 @@ ENDPOINT = Section(
                     pattern=r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"),
         "url": Str("URL of the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics "
                    "(vLLM/SGLang/trtllm-serve API port, Triton :8002, TGI :80).", required=True),
-        "engine": Str("Engine: auto detects it from metric prefixes (vllm:, sglang:, nv_trt_llm_/nv_inference_, "
-                      "trtllm_, tgi_); triton = Triton (with the TensorRT-LLM backend), trtllm = trtllm-serve "
-                      "(or Triton+TRT-LLM).", default="auto", choices=ENGINE_CHOICES),
+        "engine": Str("Engine: auto detects it from metric prefixes (vllm:, ray_vllm:, sglang:, "
+                      "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only when "
+                      "labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM backend), "
+                      "trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed trtllm-serve names).",
+                      default="auto", choices=ENGINE_CHOICES),
         "model": Str("Value of the `model` label when the engine exposes none (TGI) or an empty one.",
                      default=""),
         "interval": Duration("Scrape interval of this endpoint (default: the global interval).", min=0.05),
@@ -118,12 +123,15 @@ def choose_format(families: dict[str, MetricFamily], configured: str) -> str:
     if configured == "auto":
         fmt = norm.detect(families)
         if fmt is None:
-            raise ScrapeError("unknown_engine", "no vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ or tgi_ "
-                                                "metrics in the response")
+            raise ScrapeError("unknown_engine", "no vllm:, ray_vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ "
+                                                "or tgi_ metrics in the response (set engine: for unprefixed "
+                                                "trtllm-serve names)")
         return fmt
     for fmt in ACCEPTED_FORMATS[configured]:
         if any(name.startswith(PREFIXES[fmt]) for name in families):
             return fmt
+    if configured == "trtllm" and any(name in families for name in norm.TRTLLM_UNPREFIXED):
+        return "trtllm"  # trtllm-serve 1.x: unprefixed names, accepted by name when configured
     raise ScrapeError("engine_mismatch", f"configured engine {configured} but none of its metrics are present")
 
 
@@ -256,6 +264,7 @@ class ServingSource(Source):
         engine = norm.engine_label(fmt, families)
         snapshot = Snapshot()
         norm.normalise(families, fmt, ep.name, engine, ep.keep, ep.model, snapshot)
+        self._report_coverage(ep, families, fmt, engine, snapshot)
         partial = []
         if ep.passthrough:
             skipped = passthrough_series(result.families, ep.name, snapshot)
@@ -268,6 +277,14 @@ class ServingSource(Source):
         if not self._was_up.get(ep.name, True):
             self.log.info("serving endpoint recovered", extra={"endpoint": ep.name, "engine": engine})
         self._was_up[ep.name] = True
+
+    def _report_coverage(self, ep: Endpoint, families: dict[str, MetricFamily], fmt: str, engine: str,
+                         snapshot: Snapshot) -> None:
+        """Promised families (0 = missing) and engine families no rule reads, per endpoint."""
+        series, unread = mapping_coverage(families, fmt, engine, snapshot)
+        self.store.set_coverage(self.name, ep.name, series)
+        for item in unread:
+            self.store.count_unmapped(self.name, ep.name, item.family, item.example, item.samples)
 
     def _failed(self, ep: Endpoint, reason: str, message: str, duration: float) -> None:
         engine = self._engine_of.get(ep.name) or (ep.engine if ep.engine != "auto" else "unknown")
