@@ -165,3 +165,17 @@ def test_simulated_mig_gpu_repeats_physical_fields_like_the_captures():
     assert not [k for k in snap.series["infrapulse_gpu_utilization_ratio"] if k[0] == "2"]  # 0 is no reading
     used = {k[2]: v for k, v in snap.series["infrapulse_gpu_memory_used_bytes"].items() if k[0] == "2"}
     assert used == {"1": 21474836480.0, "2": 6442450944.0, "5": 2147483648.0}
+
+
+def test_violation_unit_follows_the_help_text():
+    def exposition(unit: str) -> str:
+        return (f"# HELP DCGM_FI_DEV_POWER_VIOLATION Throttling duration due to power constraints (in {unit}).\n"
+                "# TYPE DCGM_FI_DEV_POWER_VIOLATION counter\n"
+                f'DCGM_FI_DEV_POWER_VIOLATION{{gpu="0",UUID="{A30_0}"}} 2500000\n')
+
+    key = ("0", A30_0, "power", "", "", "", "", "")
+    # etc/default-counters.csv said "(in us)" (dcgm-exporter @ 00d6d344), "(in ns)" from 4.6.0-4.8.3
+    assert DcgmMapper().map(parse(exposition("us"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
+        key: pytest.approx(2.5)}
+    assert DcgmMapper().map(parse(exposition("ns"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
+        key: pytest.approx(0.0025)}

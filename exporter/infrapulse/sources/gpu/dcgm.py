@@ -76,7 +76,8 @@ FIELD_MAP: dict[str, Mapping] = {
     "DCGM_FI_DEV_RETIRED_SBE": _m(fam.RETIRED_PAGES, ("single_bit_ecc",)),
     "DCGM_FI_DEV_RETIRED_DBE": _m(fam.RETIRED_PAGES, ("double_bit_ecc",)),
     "DCGM_FI_DEV_RETIRED_PENDING": _m(fam.RETIRED_PAGES_PENDING),
-    # Violation counters are in ns since dcgm-exporter 2025-12 (microseconds before).
+    # Violation counters: ns in dcgm-exporter's counters files since 2025-12, microseconds before;
+    # the unit is taken from the family's HELP ("(in us)" -> 1e-6, see _scale).
     "DCGM_FI_DEV_POWER_VIOLATION": _m(fam.VIOLATION, ("power",), scale=1e-9),
     "DCGM_FI_DEV_THERMAL_VIOLATION": _m(fam.VIOLATION, ("thermal",), scale=1e-9),
     "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": _m(fam.VIOLATION, ("sync_boost",), scale=1e-9),
@@ -117,6 +118,11 @@ def is_blank(value: float, floating: bool) -> bool:
     if value != value:
         return True
     return value >= (FP64_BLANK if floating else INT64_BLANK)
+
+
+def _scale(mapping: Mapping, micro: bool) -> float:
+    """A violation counter whose HELP says "(in us)" (counters files before 2025-12) is in µs."""
+    return 1e-6 if micro and mapping.family is fam.VIOLATION else mapping.scale
 
 
 def _uuid(labels: dict[str, str]) -> str:
@@ -172,6 +178,7 @@ class DcgmMapper:
         mig_gpus = {(s.labels.get("gpu"), _uuid(s.labels)) for family in families.values() for s in family.samples
                     if s.name.startswith("DCGM_") and s.labels.get("GPU_I_ID")}
         for family in families.values():
+            micro = "(in us)" in family.help  # older counters files: violation times in microseconds
             for sample in family.samples:
                 name, labels, value = sample.name, sample.labels, sample.value
                 if not name.startswith("DCGM_"):
@@ -207,13 +214,13 @@ class DcgmMapper:
                 if on_mig and name not in PER_INSTANCE_FIELDS:
                     if mapping is not None:
                         self._offer(copies, mapping, name, (gpu, uuid) + mapping.extra + fam.NO_OPTIONAL,
-                                    _instance_rank(instance), value * mapping.scale)
+                                    _instance_rank(instance), value * _scale(mapping, micro))
                     continue
                 if name in _FB_PARTS:
                     fb_parts.setdefault((gpu, uuid) + optional, {})[name] = value
                 if mapping is not None:
                     key = (gpu, uuid) + mapping.extra + optional
-                    snap.add(mapping.family, key, value * mapping.scale)
+                    snap.add(mapping.family, key, value * _scale(mapping, micro))
                     produced[name].add((mapping.family.name, key))
         for (family_name, key), copy in copies.items():
             if family_name == _CLOCK_EVENTS:
