@@ -21,7 +21,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ... import catalog
 from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
@@ -40,7 +40,7 @@ PREFIXES = {"vllm": ("vllm:", "vllm_", "ray_vllm:"), "sglang": ("sglang:", "sgla
             "triton": ("nv_trt_llm_", "nv_inference_"), "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
 
 
-def _check_endpoint(ep: dict, path: str) -> None:
+def _check_endpoint(ep: dict[str, Any], path: str) -> None:
     if not ep["url"].lower().startswith(("http://", "https://")):
         raise SchemaError(f"{path}.url", f"expected an http:// or https:// URL, got {ep['url']!r}")
     if ep["interval"] is not None and ep["timeout"] is not None and ep["timeout"] > ep["interval"]:
@@ -49,7 +49,7 @@ def _check_endpoint(ep: dict, path: str) -> None:
         raise SchemaError(f"{path}.bearer_token_env", "set bearer_token_file or bearer_token_env, not both")
 
 
-def _check(section: dict, path: str) -> None:
+def _check(section: dict[str, Any], path: str) -> None:
     seen: set[str] = set()
     for i, ep in enumerate(section["endpoints"]):
         if ep["name"] in seen:
@@ -107,7 +107,7 @@ class Endpoint:
     target: ScrapeTarget
 
     @classmethod
-    def from_config(cls, ep: dict, default_interval: float) -> Endpoint:
+    def from_config(cls, ep: dict[str, Any], default_interval: float) -> Endpoint:
         interval = ep["interval"] or default_interval
         timeout = ep["timeout"] or min(0.8 * interval, 10.0)
         target = ScrapeTarget(url=ep["url"], timeout=timeout, max_bytes=ep["max_response_bytes"],
@@ -139,25 +139,26 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
     """Add the engine's raw families to the snapshot; returns names skipped for type conflicts."""
     skipped = []
 
-    def key_of(labels: dict[str, str]) -> tuple:
+    def key_of(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
         items = dict(labels)
         if "endpoint" in items:
             items["exported_endpoint"] = items.pop("endpoint")
         items["endpoint"] = endpoint
         return tuple(sorted(items.items()))
 
-    def add(name: str, typ: str, help_: str, values: dict) -> None:
+    def add(name: str, typ: str, help_: str, values: dict[tuple[tuple[str, str], ...], Any]) -> None:
         if not values:
             return
         family = catalog.declare_passthrough(name, typ, help_)
         if family is None:
             skipped.append(name)
             return
-        snapshot.series.setdefault(name, {}).update(values)
+        # Passthrough series are keyed by sorted (label, value) pairs, not label values (catalog.Family).
+        snapshot.series.setdefault(name, {}).update(values)  # type: ignore[arg-type]
 
     for fam in families.values():
         if fam.type == "histogram":
-            hists: dict[tuple, dict] = {}
+            hists: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
             for s in fam.samples:
                 if s.name == fam.name + "_bucket":
                     labels = {k: v for k, v in s.labels.items() if k != "le"}
@@ -178,12 +179,12 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
         elif fam.type == "gauge":
             add(fam.name, catalog.GAUGE, fam.help, {key_of(s.labels): s.value for s in fam.samples})
         else:  # untyped, summaries, counters without _total, info, stateset: sample by sample
-            by_name: dict[str, dict] = {}
+            by_name: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
             for s in fam.samples:
                 if not s.name.endswith("_created"):
                     by_name.setdefault(s.name, {})[key_of(s.labels)] = s.value
-            for name, values in by_name.items():
-                add(name, catalog.UNTYPED, fam.help, values)
+            for name, by_labels in by_name.items():
+                add(name, catalog.UNTYPED, fam.help, by_labels)
     return skipped
 
 
@@ -203,7 +204,7 @@ class ServingSource(Source):
     )
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         return bool(config.get("enabled", True)) and bool(config.get("endpoints"))
 
     def __init__(self, config: dict, ctx) -> None:
