@@ -178,8 +178,15 @@ async def test_real_format_exposition_maps_into_gpu_families(host_label, caplog)
     # neither host label spelling is exported; NVSwitch entities have no gpu and are skipped
     assert not any(dict(labels).keys() & {"Hostname", "hostname"} for name, labels in values if "_gpu_" in name)
     assert not any(name.startswith("infrapulse_gpu") and dict(labels).get("nvswitch") for name, labels in values)
-    ignored = [r for r in caplog.records if "ignored" in r.getMessage()]
-    assert ignored and "DCGM_FI_DEV_ENC_UTIL" in ignored[0].fields
+    # a field without a family, and the NVSwitch one, are counted as unmapped, not dropped quietly
+    cov = {"source": "dcgm", "target": "dcgm"}
+    assert value(values, "infrapulse_source_unmapped_total", **cov, mapping="DCGM_FI_DEV_ENC_UTIL") >= 1
+    assert value(values, "infrapulse_source_unmapped_total", **cov,
+                 mapping="DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT") >= 1
+    assert value(values, "infrapulse_source_mapping_series", **cov, mapping="DCGM_FI_DEV_ENC_UTIL") == 0
+    assert value(values, "infrapulse_source_mapping_series", **cov, mapping="DCGM_FI_DEV_FB_USED") == 3
+    # MEMORY_TEMP arrived, but only as NOT_SUPPORTED: present and yielding nothing
+    assert value(values, "infrapulse_source_mapping_series", **cov, mapping="DCGM_FI_DEV_MEMORY_TEMP") == 0
     assert not [r for r in caplog.records if "another host" in r.getMessage()]
 
 

@@ -8,6 +8,13 @@ GPU_I_ID` on MIG instances, then the host label (`Hostname` as released up to 4.
 GPU cannot report carry DCGM's NOT_SUPPORTED sentinel (9223372036854775794) as the real
 exporter prints them.
 
+A MIG-enabled GPU has no row of its own: as in dcgm-3.x-a30mig-issue317.prom and
+dcgm-4.x-a30mig-ada-pr736-2026.prom, every GPU instance gets a full row set with its own
+GPU_I_PROFILE/GPU_I_ID and pod labels, in which the physical GPU's fields (power, energy,
+temperatures, clocks, PCIe, ECC...) repeat, read a moment apart (power differs by ~0.1 W between
+copies, counters by a few units), GPU_UTIL/MEM_COPY_UTIL print 0 (not measured per instance),
+and only memory and the profiling ratios are the instance's own.
+
 Values come from a FakeNvml (the same GPUs the nvml source sees), plus synthetic profiling
 (DCP) fields, or from a fixed `body` (tests serve captured-format text with it).
 """
@@ -56,9 +63,12 @@ FIELDS = (
     ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "The rate of data received over the PCIe bus - including both "
                                             "protocol headers and data payloads - in bytes per second."),
 )
-# What a MIG instance reports on its own (the rest is reported for the physical GPU).
+# What a MIG instance reports on its own; every other field is the physical GPU's, repeated.
 MIG_FIELDS = {"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
               "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"}
+# Per-GPU fields dcgm-exporter does not measure for an instance and prints as 0 there.
+MIG_ZERO_FIELDS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL")
+COUNTER_FIELDS = {name for name, type_, _ in FIELDS if type_ == "counter"}
 MIB = 1 << 20
 
 
@@ -70,11 +80,12 @@ class GpuExposition:
     """Renders the fake GPUs as dcgm-exporter would."""
 
     def __init__(self, fake: FakeNvml, hostname: str = "gpu-node-01", hostname_label: str = "Hostname",
-                 pods: dict[int, tuple[str, str, str]] | None = None) -> None:
+                 pods: dict[int | tuple[int, int], tuple[str, str, str]] | None = None) -> None:
         self.fake = fake
         self.hostname = hostname
         self.hostname_label = hostname_label
-        self.pods = pods or {}  # gpu index -> (container, namespace, pod)
+        # gpu index, or (gpu index, GPU instance id) for a MIG instance -> (container, namespace, pod)
+        self.pods = pods or {}
 
     def render(self) -> str:
         rows: dict[str, list[str]] = {name: [] for name, _, _ in FIELDS}
@@ -82,18 +93,21 @@ class GpuExposition:
             values = self._gpu_values(gpu)
             if values is None:  # a lost GPU drops out of dcgm-exporter's output
                 continue
-            self._rows(rows, gpu, values, [])
-            for mig in gpu.migs:
+            if not gpu.migs:
+                self._rows(rows, gpu, values, [], self.pods.get(gpu.index))
+            for copy, mig in enumerate(gpu.migs):
                 used = int(mig.mig["memory_used"]) // MIB
-                mig_values = {
+                own = {
                     "DCGM_FI_DEV_FB_USED": used,
                     "DCGM_FI_DEV_FB_FREE": int(mig.mig["memory_total"]) // MIB - used,
                     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(used / max(1, int(mig.mig["memory_total"]) // MIB), 6),
                     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.21,
                     "DCGM_FI_PROF_DRAM_ACTIVE": 0.34,
                 }
-                self._rows(rows, gpu, mig_values,
-                           [("GPU_I_PROFILE", mig.mig["profile"]), ("GPU_I_ID", str(mig.mig["gpu_instance"]))])
+                instance = int(mig.mig["gpu_instance"])
+                self._rows(rows, gpu, {**self._physical_copy(values, copy, len(gpu.migs)), **own},
+                           [("GPU_I_PROFILE", mig.mig["profile"]), ("GPU_I_ID", str(instance))],
+                           self.pods.get((gpu.index, instance)))
         out = []
         for name, type_, help_ in FIELDS:
             if rows[name]:
@@ -101,18 +115,36 @@ class GpuExposition:
                 out.extend(rows[name])
         return "".join(out)
 
-    def _rows(self, rows: dict[str, list[str]], gpu: FakeGpu, values: dict, mig_labels: list) -> None:
+    @staticmethod
+    def _physical_copy(values: dict, copy: int, copies: int) -> dict:
+        """The physical fields as instance row `copy` prints them: read a moment apart, so gauges
+        differ by a little (power by 0.11 W every other copy, as in the A30 capture) and counters
+        are a few units behind for rows read earlier; GPU_UTIL/MEM_COPY_UTIL are 0 on instances."""
+        out = {}
+        for name, value in values.items():
+            if name in MIG_FIELDS or value == INT64_NOT_SUPPORTED:
+                out[name] = value
+            elif name == "DCGM_FI_DEV_POWER_USAGE":
+                out[name] = round(value + 0.11 * (copy // 2), 3)
+            elif name in COUNTER_FIELDS and value:
+                out[name] = value - 3 * (copies - 1 - copy)
+            else:
+                out[name] = value
+        return {**out, **{name: 0 for name in MIG_ZERO_FIELDS}}
+
+    def _rows(self, rows: dict[str, list[str]], gpu: FakeGpu, values: dict, mig_labels: list,
+              pod: tuple[str, str, str] | None) -> None:
         labels = [("gpu", str(gpu.index)), ("UUID", gpu.uuid), ("pci_bus_id", gpu.pci_bus_id),
                   ("device", f"nvidia{gpu.index}"), ("modelName", gpu.spec.get("name", "NVIDIA GPU"))]
         labels += mig_labels
         if self.hostname:
             labels.append((self.hostname_label, self.hostname))
         labels.append(("DCGM_FI_DRIVER_VERSION", str(self.fake.spec.get("driver_version", ""))))
-        container, namespace, pod = self.pods.get(gpu.index, ("", "", ""))
-        labels += [("container", container), ("namespace", namespace), ("pod", pod)]
+        container, namespace, pod_name = pod or ("", "", "")
+        labels += [("container", container), ("namespace", namespace), ("pod", pod_name)]
         text = _label_text(labels)
         for name, value in values.items():
-            if name in rows and (not mig_labels or name in MIG_FIELDS):
+            if name in rows:
                 rows[name].append(f"{name}{{{text}}} {value}\n")
 
     def _gpu_values(self, gpu: FakeGpu) -> dict | None:

@@ -1,12 +1,14 @@
 """Simulated LLM serving engines: real-format /metrics servers driven by a small load model.
 
 Each `EngineServer` serves one engine's exposition on a loopback port (aiohttp): vLLM 0.33
-(V1 names and buckets, data-parallel `engine` label), an older vLLM (V0: gpu_cache_usage_perc,
-time_per_output_token_seconds, no `engine` label), SGLang 0.5 (tp_rank labels, TTFT buckets from
-0.1 s), Triton with the TensorRT-LLM backend (nv_inference_* µs counters, nv_trt_llm_* gauges),
-trtllm-serve (trtllm_*) and TGI (tgi_*). Names, label sets and bucket bounds follow
-/work/shared/reference/gpu-and-serving-metrics.md; TGI's bucket bounds are the router's
-geometric series (0.0001 * 1.5^n), which the reference marks unconfirmed.
+(V1 names and buckets, data-parallel `engine` label), an older vLLM (V0 0.5/0.6: gpu_cache_usage_perc,
+time_per_output_token_seconds, prefix-cache hit rates of -1, no `engine` label), the same under
+Ray Serve (`ray_vllm:` names, Ray's labels), SGLang 0.5 (tp_rank labels, TTFT buckets from 0.1 s),
+Triton with the TensorRT-LLM backend (nv_inference_* µs counters, nv_trt_llm_*_metrics gauges),
+trtllm-serve 1.x (unprefixed names labelled engine_type/model_name) and TGI (tgi_*). Shapes follow
+the real captures in shared/real/serving/ where one exists (vLLM V0 and Ray, SGLang's sum-first
+histograms, trtllm-serve, TGI's bucket series 0.0001 * 1.5^n) and the engines' sources otherwise
+(docs/serving.md says which is which).
 
 The load model: Poisson arrivals, prompt/output lengths around a mean, a batch limit and a
 KV-cache capacity in tokens. Requests queue until a batch slot and KV room are free; prefill
@@ -227,23 +229,35 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 class Writer:
-    def __init__(self) -> None:
+    """`sort_labels`: write label names sorted, `le` among them (Ray's and Go's encoders do)."""
+
+    def __init__(self, sort_labels: bool = False) -> None:
         self.lines: list[str] = []
+        self.sort_labels = sort_labels
+
+    def _lab(self, labels: dict[str, str]) -> str:
+        return _labels(dict(sorted(labels.items())) if self.sort_labels else labels)
 
     def head(self, name: str, typ: str, help_: str) -> None:
         self.lines.append(f"# HELP {name} {help_}")
         self.lines.append(f"# TYPE {name} {typ}")
 
     def sample(self, name: str, labels: dict, value: float) -> None:
-        self.lines.append(f"{name}{_labels(labels)} {_fmt(value)}")
+        self.lines.append(f"{name}{self._lab(labels)} {_fmt(value)}")
 
-    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0) -> None:
-        """`scale` converts units for engines that report ms (the bounds stay the engine's)."""
+    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0, order: str = "buckets-first") -> None:
+        """`scale` converts units for engines that report ms (the bounds stay the engine's).
+        `order="sum-first"`: `_sum`, buckets, `_count`, as prometheus_client's multiprocess
+        collector writes them (SGLang, trtllm-serve captures)."""
+        total = f"{name}_sum{self._lab(labels)} {_fmt(hist.sum * scale)}"
+        if order == "sum-first":
+            self.lines.append(total)
         for bound, cum in hist.cumulative():
             le = "+Inf" if math.isinf(bound) else _fmt(bound)
-            self.lines.append(f"{name}_bucket{_labels({**labels, 'le': le})} {_fmt(cum)}")
-        self.lines.append(f"{name}_count{_labels(labels)} {_fmt(hist.count)}")
-        self.lines.append(f"{name}_sum{_labels(labels)} {_fmt(hist.sum * scale)}")
+            self.lines.append(f"{name}_bucket{self._lab({**labels, 'le': le})} {_fmt(cum)}")
+        self.lines.append(f"{name}_count{self._lab(labels)} {_fmt(hist.count)}")
+        if order != "sum-first":
+            self.lines.append(total)
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -295,46 +309,53 @@ def render_vllm(ranks: list[LoadModel], model: str) -> str:
     return w.text()
 
 
-def render_vllm_v0(m: LoadModel, model: str) -> str:
-    """vLLM 0.6-style (V0 engine): no `engine` label, gpu_cache_usage_perc, time_per_output_token."""
-    w = Writer()
-    lab = {"model_name": model}
+# Ray Serve 2.32's labels on every application metric (vllm-0.6-ray2.32-datadog-2024.prom).
+RAY_LABELS = {"Component": "core_worker", "NodeAddress": "10.0.0.7", "SessionName": "session_2024-12-11_21-36-21_1",
+              "Version": "2.32.0", "WorkerId": "6ad5887a3c1c6cefcfa31b4f9a55bdca247686ca9bcd217726128dc8"}
+
+
+def render_vllm_v0(m: LoadModel, model: str, prefix: str = "vllm:", extra: dict[str, str] | None = None) -> str:
+    """vLLM 0.5/0.6 (V0 engine), as vllm-0.5-v0-datadog-2024.prom: no `engine` label,
+    gpu_cache_usage_perc, time_per_output_token, no `_created` series, prefix-cache hit rates of -1
+    ("no data": prefix caching off, V0's default). Under Ray Serve (`prefix="ray_vllm:"` with Ray's
+    labels, sorted) as vllm-0.6-ray2.32-datadog-2024.prom."""
+    w = Writer(sort_labels=bool(extra))
+    lab = {**(extra or {}), "model_name": model}
     for name, help_, value in [
-        ("vllm:num_requests_running", "Number of requests currently running on GPU.", len(m.running) + len(m.prefilling)),
-        ("vllm:num_requests_swapped", "Number of requests swapped to CPU.", 0.0),
-        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", len(m.queue)),
-        ("vllm:gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", m.kv_usage),
-        ("vllm:cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", 0.0),
-        ("vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.",
-         m.cached_tokens / m.prompt_tokens if m.prompt_tokens else 0.0),
+        ("num_requests_running", "Number of requests currently running on GPU.", len(m.running) + len(m.prefilling)),
+        ("num_requests_swapped", "Number of requests swapped to CPU.", 0.0),
+        ("num_requests_waiting", "Number of requests waiting to be processed.", len(m.queue)),
+        ("gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", m.kv_usage),
+        ("cpu_cache_usage_perc", "CPU KV-cache usage. 1 means 100 percent usage.", 0.0),
+        ("gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", -1.0),
+        ("cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", -1.0),
     ]:
-        w.head(name, "gauge", help_)
-        w.sample(name, lab, value)
+        w.head(prefix + name, "gauge", help_)
+        w.sample(prefix + name, lab, value)
     for name, help_, value in [
-        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", m.preemptions),
-        ("vllm:prompt_tokens", "Number of prefill tokens processed.", m.prompt_tokens),
-        ("vllm:generation_tokens", "Number of generation tokens processed.", math.floor(m.generation_tokens)),
+        ("num_preemptions", "Cumulative number of preemption from the engine.", m.preemptions),
+        ("prompt_tokens", "Number of prefill tokens processed.", m.prompt_tokens),
+        ("generation_tokens", "Number of generation tokens processed.", math.floor(m.generation_tokens)),
     ]:
-        w.head(name + "_total", "counter", help_)
-        w.sample(name + "_total", lab, value)
-        w.head(name + "_created", "gauge", help_)
-        w.sample(name + "_created", lab, m.started_wall)
-    w.head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
+        w.head(prefix + name + "_total", "counter", help_)
+        w.sample(prefix + name + "_total", lab, value)
+    w.head(prefix + "request_success_total", "counter", "Count of successfully processed requests.")
     for reason in ("stop", "length", "abort"):
-        w.sample("vllm:request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
+        w.sample(prefix + "request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
     for name, help_, hist in [
-        ("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
-        ("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
-        ("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
+        ("time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
+        ("e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
     ]:
-        w.head(name, "histogram", help_)
-        w.histogram(name, lab, hist)
+        w.head(prefix + name, "histogram", help_)
+        w.histogram(prefix + name, lab, hist)
     return w.text()
 
 
 def render_sglang(m: LoadModel, model: str, tp: int = 2) -> str:
-    """SGLang 0.5: scheduler gauges from every TP rank (same values), tokenizer histograms once."""
-    w = Writer()
+    """SGLang 0.5: scheduler gauges from every TP rank (same values), tokenizer histograms once;
+    prometheus_client's multiprocess writer: sorted labels, `_sum` before the buckets."""
+    w = Writer(sort_labels=True)
     for name, help_, value in [
         ("sglang:num_running_reqs", "The number of running requests.", len(m.running) + len(m.prefilling)),
         ("sglang:num_queue_reqs", "The number of requests in the waiting queue.", len(m.queue)),
@@ -367,7 +388,7 @@ def render_sglang(m: LoadModel, model: str, tp: int = 2) -> str:
     ]:
         w.head(name, "histogram", help_)
         extra = {"is_streaming": "true"} if name != "sglang:queue_time_seconds" else {}
-        w.histogram(name, {**base, **extra}, hist)
+        w.histogram(name, {**base, **extra}, hist, order="sum-first")
     return w.text()
 
 
@@ -409,6 +430,10 @@ def render_triton(m: LoadModel, model: str) -> str:
     w.head("nv_trt_llm_kv_cache_block_metrics", "gauge", "TRT LLM KV cache block metrics")
     for typ, value in (("tokens_per", 64), ("used", used), ("free", blocks_max - used), ("max", blocks_max)):
         w.sample("nv_trt_llm_kv_cache_block_metrics", {**lab, "kv_cache_block_type": typ}, value)
+    # Disaggregated serving counters, 0 on an aggregated deployment (as in the README sample).
+    w.head("nv_trt_llm_disaggregated_serving_metrics", "counter", "TRT LLM disaggregated serving metrics")
+    for typ in ("kv_cache_transfer_ms", "request_count"):
+        w.sample("nv_trt_llm_disaggregated_serving_metrics", {**lab, "disaggregated_serving_type": typ}, 0.0)
     w.head("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
     w.sample("nv_trt_llm_inflight_batcher_metrics", {**lab, "inflight_batcher_specific_metric": "generation_requests"},
              len(m.running))
@@ -419,70 +444,69 @@ def render_triton(m: LoadModel, model: str) -> str:
 
 
 def render_trtllm_serve(m: LoadModel, model: str) -> str:
+    """trtllm-serve 1.x (/prometheus/metrics), as trtllm-serve-1.x-aibrix2004.prom: TensorRT-LLM's
+    MetricsCollector before its `trtllm_` prefix, five families labelled {engine_type, model_name}
+    (engine_type "undefined" as captured; bucket bounds as the collector's defaults)."""
     w = Writer()
-    lab = {"model_name": model, "engine_type": "trtllm"}
-    w.head("trtllm_request_success_total", "counter", "Count of successfully processed requests.")
-    for reason in ("stop", "length"):
-        w.sample("trtllm_request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
-    for name, help_, value in [
-        ("trtllm_request_error_total", "Count of errored requests.", 0.0),
-        ("trtllm_prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens),
-        ("trtllm_generation_tokens_total", "Number of generation tokens processed.", math.floor(m.generation_tokens)),
-        ("trtllm_prompt_cached_tokens_total", "Number of prompt tokens served from the KV cache.", m.cached_tokens),
-    ]:
-        w.head(name, "counter", help_)
-        w.sample(name, lab, value)
-    for name, help_, value in [
-        ("trtllm_num_requests_running", "Number of requests running.", len(m.running) + len(m.prefilling)),
-        ("trtllm_num_requests_waiting", "Number of requests waiting.", len(m.queue)),
-        ("trtllm_kv_cache_utilization", "KV cache utilization (0..1).", m.kv_usage),
-        ("trtllm_kv_cache_hit_rate", "KV cache hit rate.", m.cached_tokens / m.prompt_tokens if m.prompt_tokens else 0),
-    ]:
-        w.head(name, "gauge", help_)
-        w.sample(name, lab, value)
+    lab = {"engine_type": "undefined", "model_name": model}
+    w.head("request_success_total", "counter", "Count of successfully processed requests.")
+    for reason in ("stop", "length", "abort"):
+        w.sample("request_success_total", {**lab, "finished_reason": reason}, m.finished[reason])
     for name, help_, hist in [
-        ("trtllm_time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
-        ("trtllm_time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
-        ("trtllm_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
-        ("trtllm_request_queue_time_seconds", "Histogram of time spent in the queue in seconds.", m.queue_time),
+        ("e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", m.e2e),
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft),
+        ("time_per_output_token_seconds", "Histogram of time per output token in seconds.", m.itl),
+        ("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", m.queue_time),
     ]:
         w.head(name, "histogram", help_)
-        w.histogram(name, lab, hist)
+        w.histogram(name, lab, hist, order="sum-first")
     return w.text()
 
 
 def render_tgi(m: LoadModel, model: str) -> str:
-    """TGI router (metrics-exporter-prometheus): no model label, counters without _total, no HELP."""
+    """TGI router (metrics-exporter-prometheus), as tgi-2.x-datadog.prom: no model label, counters
+    without _total, a blank line after each family, HELP only where the router describes one."""
     w = Writer()
     done = m.finished["stop"] + m.finished["length"]
-    for name, value in (("tgi_request_count", sum(m.finished.values())), ("tgi_request_success", done)):
-        w.lines.append(f"# TYPE {name} counter")
-        w.sample(name, {}, value)
-    for name, value in (("tgi_queue_size", len(m.queue)), ("tgi_batch_current_size", len(m.running)),
-                        ("tgi_batch_current_max_tokens", m.kv_used)):
-        w.lines.append(f"# TYPE {name} gauge")
-        w.sample(name, {}, value)
-    for name, hist in (("tgi_request_duration", m.e2e), ("tgi_request_queue_duration", m.queue_time),
-                       ("tgi_request_mean_time_per_token_duration", m.itl)):
-        w.lines.append(f"# TYPE {name} histogram")
-        w.histogram(name, {}, hist)
+
+    def head(name: str, typ: str, help_: str = "") -> None:
+        if help_:
+            w.lines.append(f"# HELP {name} {help_}")
+        w.lines.append(f"# TYPE {name} {typ}")
+
+    for name, typ, help_, labels, value in (
+        ("tgi_request_success", "counter", "Number of successful requests", {}, done),
+        ("tgi_request_count", "counter", "Total number of requests", {}, sum(m.finished.values())),
+        ("tgi_request_failure", "counter", "", {"err": "validation"}, m.finished["abort"]),
+        ("tgi_queue_size", "gauge", "Current queue size", {}, len(m.queue)),
+        ("tgi_batch_current_max_tokens", "gauge", "Maximum tokens for the current batch", {}, m.kv_used),
+        ("tgi_batch_current_size", "gauge", "Current batch size", {}, len(m.running)),
+    ):
+        head(name, typ, help_)
+        w.sample(name, labels, value)
+        w.lines.append("")
     inp = Hist([m.prompt_mean * 8 / 100 * (i + 1) for i in range(100)])
-    inp.observe(m.prompt_mean, 0)
     inp.sum, inp.count = m.prompt_tokens, m.e2e.count
     gen = Hist([m.output_mean * 8 / 100 * (i + 1) for i in range(100)])
     gen.sum, gen.count = math.floor(m.generation_tokens), m.e2e.count
-    for name, hist in (("tgi_request_input_length", inp), ("tgi_request_generated_tokens", gen)):
-        w.lines.append(f"# TYPE {name} histogram")
+    for name, help_, hist in (("tgi_request_input_length", "Input token length per request", inp),
+                              ("tgi_request_duration", "Request duration", m.e2e),
+                              ("tgi_request_queue_duration", "Request queue duration", m.queue_time),
+                              ("tgi_request_mean_time_per_token_duration", "Mean time per token per request", m.itl),
+                              ("tgi_request_generated_tokens", "Generated tokens per request", gen)):
+        head(name, "histogram", help_)
         w.histogram(name, {}, hist)
+        w.lines.append("")
     return w.text()
 
 
 # -- servers --------------------------------------------------------------------------------
 
-ENGINE_VARIANTS = ("vllm", "vllm-v0", "sglang", "triton-trtllm", "trtllm-serve", "tgi")
+ENGINE_VARIANTS = ("vllm", "vllm-v0", "vllm-ray", "sglang", "triton-trtllm", "trtllm-serve", "tgi")
 _BOUNDS = {
     "vllm": (VLLM_TTFT, VLLM_ITL, VLLM_LATENCY, VLLM_LATENCY),
     "vllm-v0": (VLLM_V0_TTFT, VLLM_V0_TPOT, VLLM_V0_E2E, VLLM_V0_E2E),
+    "vllm-ray": (VLLM_V0_TTFT, VLLM_V0_TPOT, VLLM_V0_E2E, VLLM_V0_E2E),
     "sglang": (SGLANG_TTFT, SGLANG_ITL, SGLANG_E2E, SGLANG_QUEUE),
     "triton-trtllm": (VLLM_TTFT, VLLM_ITL, VLLM_LATENCY, VLLM_LATENCY),
     "trtllm-serve": (VLLM_TTFT, TRTLLM_TPOT, VLLM_LATENCY, VLLM_LATENCY),
@@ -552,6 +576,8 @@ class EngineServer:
             return render_vllm(self.ranks, self.model)
         if self.variant == "vllm-v0":
             return render_vllm_v0(m, self.model)
+        if self.variant == "vllm-ray":
+            return render_vllm_v0(m, self.model, prefix="ray_vllm:", extra=RAY_LABELS)
         if self.variant == "sglang":
             return render_sglang(m, self.model)
         if self.variant == "triton-trtllm":

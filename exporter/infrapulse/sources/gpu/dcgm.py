@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from ... import catalog
 from ...schema import Bool, Duration, Int, ListOf, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Snapshot
@@ -36,13 +38,14 @@ MIB = float(1 << 20)
 
 @dataclass(frozen=True)
 class Mapping:
-    family: fam.catalog.Family
+    family: catalog.Family
     extra: tuple[str, ...] = ()  # label values after (gpu, uuid)
     scale: float = 1.0
     floating: bool = False  # a DCGM double field: its blank sentinel is 2**47, not 2**63
 
 
-def _m(family, extra=(), scale=1.0, floating=False) -> Mapping:
+def _m(family: catalog.Family, extra: tuple[str, ...] = (), scale: float = 1.0,
+       floating: bool = False) -> Mapping:
     return Mapping(family, tuple(extra), scale, floating)
 
 
@@ -73,7 +76,8 @@ FIELD_MAP: dict[str, Mapping] = {
     "DCGM_FI_DEV_RETIRED_SBE": _m(fam.RETIRED_PAGES, ("single_bit_ecc",)),
     "DCGM_FI_DEV_RETIRED_DBE": _m(fam.RETIRED_PAGES, ("double_bit_ecc",)),
     "DCGM_FI_DEV_RETIRED_PENDING": _m(fam.RETIRED_PAGES_PENDING),
-    # Violation counters are in ns since dcgm-exporter 2025-12 (microseconds before).
+    # Violation counters: ns in dcgm-exporter's counters files since 2025-12, microseconds before;
+    # the unit is taken from the family's HELP ("(in us)" -> 1e-6, see _scale).
     "DCGM_FI_DEV_POWER_VIOLATION": _m(fam.VIOLATION, ("power",), scale=1e-9),
     "DCGM_FI_DEV_THERMAL_VIOLATION": _m(fam.VIOLATION, ("thermal",), scale=1e-9),
     "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": _m(fam.VIOLATION, ("sync_boost",), scale=1e-9),
@@ -89,6 +93,24 @@ FIELD_MAP: dict[str, Mapping] = {
 # Bitmask fields: one 0/1 series per clock event reason.
 CLOCK_REASON_FIELDS = ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
 _FB_PARTS = ("DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED")
+# On a MIG-enabled GPU dcgm-exporter writes one row per GPU instance (GPU_I_ID), and every row
+# repeats the physical GPU's fields (power, energy, temperatures, clocks, PCIe, ECC, ...) read a
+# moment apart (52.636 and 52.746 W on one A30, dcgm-3.x-a30mig-issue317.prom), with that
+# instance's pod labels. Only these fields are the instance's own: its memory and the profiling
+# ratios. Everything else is exported once per physical GPU, without MIG or pod labels.
+PER_INSTANCE_FIELDS = frozenset({"DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL",
+                                 "DCGM_FI_DEV_FB_RESERVED", *fam.PROFILING})
+# Not measured for MIG instances: dcgm-exporter prints 0 there (maintainers in dcgm-exporter
+# issues #50 and #216: use DCGM_FI_PROF_GR_ENGINE_ACTIVE). Dropped and counted as unmapped.
+MIG_UNSUPPORTED = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"})
+# Fields of dcgm-exporter's default counter set (etc/default-counters.csv) that infrapulse maps:
+# reported with 0 series when the exporter does not send them (a reduced -f counters file).
+# MEMORY_TEMP is left out: GDDR boards (T4) have no memory sensor and dcgm-exporter omits it.
+EXPECTED_FIELDS = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
+                   "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_GPU_UTIL",
+                   "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED")
+_CLOCK_EVENTS = "clock events"  # pseudo family of the physical-copy choice for the reason bitmask
+SeriesKey = tuple[str, ...]
 
 
 def is_blank(value: float, floating: bool) -> bool:
@@ -98,67 +120,176 @@ def is_blank(value: float, floating: bool) -> bool:
     return value >= (FP64_BLANK if floating else INT64_BLANK)
 
 
+def _scale(mapping: Mapping, micro: bool) -> float:
+    """A violation counter whose HELP says "(in us)" (counters files before 2025-12) is in µs."""
+    return 1e-6 if micro and mapping.family is fam.VIOLATION else mapping.scale
+
+
+def _uuid(labels: dict[str, str]) -> str:
+    return labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
+
+
+def _instance_rank(gpu_instance: str) -> float:
+    """Order of a MIG row for the physical-copy choice: the GPU's own row (no GPU_I_ID) first."""
+    if not gpu_instance:
+        return -1.0
+    try:
+        return float(gpu_instance)
+    except ValueError:
+        return float("inf")
+
+
+@dataclass
+class _Copy:
+    """The copy of a physical field kept so far for one (family, key) of a MIG GPU."""
+
+    field: str
+    rank: float
+    value: float
+
+
+@dataclass
+class Unmapped:
+    samples: int
+    example: str
+
+
 class DcgmMapper:
-    """Turns parsed dcgm-exporter families into a Snapshot of infrapulse_gpu_* families."""
+    """Turns parsed dcgm-exporter families into a Snapshot of infrapulse_gpu_* families.
+
+    After each `map`: `coverage` is {DCGM field: series it yields} (expected fields included,
+    0 when absent or all blank), `unmapped` {field: samples no family takes}, `blanks` the
+    sentinel values dropped."""
 
     def __init__(self, hostname: str = "", on_foreign_host: Callable[[str], None] | None = None) -> None:
         self.hostname = hostname
         self.on_foreign_host = on_foreign_host
-        self.unmapped: set[str] = set()  # DCGM fields seen but not mapped (for a one-time log)
-        self.blanks = 0  # sentinel values dropped in the last mapping
+        self.blanks = 0
+        self.coverage: dict[str, int] = {}
+        self.unmapped: dict[str, Unmapped] = {}
 
     def map(self, families: dict[str, MetricFamily]) -> Snapshot:
         snap = Snapshot()
         self.blanks = 0
-        fb_parts: dict[tuple[str, ...], dict[str, float]] = {}
+        self.unmapped = {}
+        produced: dict[str, set[tuple[str, SeriesKey]]] = {f: set() for f in EXPECTED_FIELDS}
+        fb_parts: dict[SeriesKey, dict[str, float]] = {}
+        copies: dict[tuple[str, SeriesKey], _Copy] = {}
+        mig_gpus = {(s.labels.get("gpu"), _uuid(s.labels)) for family in families.values() for s in family.samples
+                    if s.name.startswith("DCGM_") and s.labels.get("GPU_I_ID")}
         for family in families.values():
+            micro = "(in us)" in family.help  # older counters files: violation times in microseconds
             for sample in family.samples:
-                name = sample.name
-                labels = sample.labels
+                name, labels, value = sample.name, sample.labels, sample.value
+                if not name.startswith("DCGM_"):
+                    continue
+                produced.setdefault(name, set())
                 gpu = labels.get("gpu")
-                if gpu is None or not name.startswith("DCGM_"):
-                    continue  # NVSwitch / CPU entities, or not a DCGM field
-                uuid = labels.get("UUID") or labels.get("uuid") or labels.get("gpu_uuid") or ""
-                optional = (labels.get("GPU_I_ID", ""), labels.get("GPU_I_PROFILE", ""),
-                            labels.get("pod", ""), labels.get("namespace", ""), labels.get("container", ""))
+                if gpu is None:  # NVSwitch / CPU entities: no GPU family to put them in
+                    self._unmapped(name, labels)
+                    continue
+                uuid = _uuid(labels)
+                instance = labels.get("GPU_I_ID", "")
+                optional = (instance, labels.get("GPU_I_PROFILE", ""), labels.get("pod", ""),
+                            labels.get("namespace", ""), labels.get("container", ""))
+                on_mig = (gpu, uuid) in mig_gpus
                 self._check_host(labels)
-                self._info(snap, gpu, uuid, labels, optional)
+                self._info(snap, gpu, uuid, labels, optional, on_mig)
                 mapping = FIELD_MAP.get(name)
-                value = sample.value
                 if name in CLOCK_REASON_FIELDS:
                     if value >= 0 and not is_blank(value, False):  # -Inf would break int()
-                        fam.add_clock_events(snap, gpu, uuid, int(value), fam.ALL_CLOCK_EVENT_BITS, optional)
+                        self._clock_events(snap, produced, copies, name, gpu, uuid, int(value), optional, on_mig)
                     else:
                         self.blanks += 1
                     continue
-                if name in _FB_PARTS:
-                    if not is_blank(value, False):
-                        fb_parts.setdefault((gpu, uuid) + optional, {})[name] = value
-                if mapping is None:
-                    if name not in _FB_PARTS:
-                        self.unmapped.add(name)
+                if mapping is None and name not in _FB_PARTS:
+                    self._unmapped(name, labels)
                     continue
-                if is_blank(value, mapping.floating):
+                if is_blank(value, mapping.floating if mapping else False):
                     self.blanks += 1
                     continue
-                snap.add(mapping.family, (gpu, uuid) + mapping.extra + optional, value * mapping.scale)
-        self._totals(snap, fb_parts)
+                if instance and name in MIG_UNSUPPORTED:
+                    self._unmapped(name, labels)
+                    continue
+                if on_mig and name not in PER_INSTANCE_FIELDS:
+                    if mapping is not None:
+                        self._offer(copies, mapping, name, (gpu, uuid) + mapping.extra + fam.NO_OPTIONAL,
+                                    _instance_rank(instance), value * _scale(mapping, micro))
+                    continue
+                if name in _FB_PARTS:
+                    fb_parts.setdefault((gpu, uuid) + optional, {})[name] = value
+                if mapping is not None:
+                    key = (gpu, uuid) + mapping.extra + optional
+                    snap.add(mapping.family, key, value * _scale(mapping, micro))
+                    produced[name].add((mapping.family.name, key))
+        for (family_name, key), copy in copies.items():
+            if family_name == _CLOCK_EVENTS:
+                self._clock_events(snap, produced, {}, copy.field, key[0], key[1], int(copy.value),
+                                   fam.NO_OPTIONAL, False)
+            else:
+                snap.add(family_name, key, copy.value)
+                produced[copy.field].add((family_name, key))
+        self._totals(snap, fb_parts, produced)
+        self.coverage = {f: len(keys) for f, keys in produced.items()}
         return snap
 
-    def _totals(self, snap: Snapshot, fb_parts: dict[tuple[str, ...], dict[str, float]]) -> None:
+    @staticmethod
+    def _offer(copies: dict[tuple[str, SeriesKey], _Copy], mapping: Mapping, field: str, key: SeriesKey,
+               rank: float, value: float) -> None:
+        """Keep one copy of a physical field of a MIG GPU. Counters: the largest copy (the newest
+        reading of a monotonic counter, so the exported counter never steps back when instances
+        are read in a different order); gauges: the copy of the lowest GPU_I_ID (any copy is a valid
+        reading a moment apart; the lowest id keeps the choice stable between scrapes)."""
+        slot = (mapping.family.name, key)
+        current = copies.get(slot)
+        if mapping.family.type == catalog.COUNTER:
+            better = current is None or value > current.value
+        else:
+            better = current is None or rank < current.rank
+        if better:
+            copies[slot] = _Copy(field, rank, value)
+
+    @staticmethod
+    def _clock_events(snap: Snapshot, produced: dict[str, set[tuple[str, SeriesKey]]],
+                      copies: dict[tuple[str, SeriesKey], _Copy], field: str, gpu: str, uuid: str, mask: int,
+                      optional: tuple[str, ...], on_mig: bool) -> None:
+        if on_mig:  # physical: the lowest GPU_I_ID's mask, written once the whole scrape is read
+            slot, rank = (_CLOCK_EVENTS, (gpu, uuid)), _instance_rank(optional[0])
+            current = copies.get(slot)
+            if current is None or rank < current.rank:
+                copies[slot] = _Copy(field, rank, float(mask))
+            return
+        fam.add_clock_events(snap, gpu, uuid, mask, fam.ALL_CLOCK_EVENT_BITS, optional)
+        produced[field] |= {(fam.CLOCK_EVENT.name, (gpu, uuid, reason) + optional)
+                            for _, reason in fam.CLOCK_EVENT_REASONS}
+
+    def _unmapped(self, field: str, labels: dict[str, str]) -> None:
+        entry = self.unmapped.get(field)
+        if entry is None:
+            text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+            self.unmapped[field] = Unmapped(1, f"{field}{{{text}}}")
+        else:
+            entry.samples += 1
+
+    def _totals(self, snap: Snapshot, fb_parts: dict[SeriesKey, dict[str, float]],
+                produced: dict[str, set[tuple[str, SeriesKey]]]) -> None:
         # dcgm-exporter's default set has free/used/reserved but no total: total is their sum.
         totals = snap.series.get(fam.MEMORY_TOTAL.name, {})
         for key, parts in fb_parts.items():
             if key in totals or "DCGM_FI_DEV_FB_FREE" not in parts or "DCGM_FI_DEV_FB_USED" not in parts:
                 continue
             snap.add(fam.MEMORY_TOTAL, key, sum(parts.values()) * MIB)
+            produced["DCGM_FI_DEV_FB_FREE"].add((fam.MEMORY_TOTAL.name, key))
 
-    def _info(self, snap: Snapshot, gpu: str, uuid: str, labels: dict[str, str], optional: tuple) -> None:
-        key = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "", labels.get("pci_bus_id", ""),
-               labels.get("DCGM_FI_DRIVER_VERSION", ""), "", optional[0], optional[1], "")
-        info = snap.series.get(fam.INFO.name)
-        if info is None or key not in info:
-            snap.add(fam.INFO, key, 1.0)
+    def _info(self, snap: Snapshot, gpu: str, uuid: str, labels: dict[str, str], optional: tuple[str, ...],
+              on_mig: bool) -> None:
+        identity = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "", labels.get("pci_bus_id", ""),
+                    labels.get("DCGM_FI_DRIVER_VERSION", ""), "")
+        info = snap.series.setdefault(fam.INFO.name, {})
+        # One row per physical GPU, and one per MIG instance (as the nvml source writes them).
+        for key in ([identity + ("", "", "")] if on_mig else []) + [identity + (optional[0], optional[1], "")]:
+            if key not in info:
+                info[key] = 1.0
 
     def _check_host(self, labels: dict[str, str]) -> None:
         host = labels.get("hostname") or labels.get("Hostname")
@@ -190,12 +321,11 @@ class DcgmSource(PollingSource):
         },
     )
 
-    def __init__(self, config: dict, ctx: SourceContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.scraper = Scraper()
         self.mapper = DcgmMapper(ctx.hostname, self._foreign_host)
         self._foreign_logged: set[str] = set()
-        self._unmapped_logged: set[str] = set()
         fam.ownership(self.store).dcgm_patterns = tuple(config["owns"])
 
     def _foreign_host(self, host: str) -> None:
@@ -217,10 +347,10 @@ class DcgmSource(PollingSource):
         except ScrapeError as exc:
             return [TargetResult(TARGET, reason=exc.reason, message=exc.message)]
         snap = self.mapper.map(result.families)
-        new = self.mapper.unmapped - self._unmapped_logged
-        if new:
-            self._unmapped_logged |= new
-            self.log.info("DCGM fields without an infrapulse family are ignored", extra={"fields": sorted(new)})
+        # What each DCGM field yields before ownership hands families to nvml (they still map).
+        self.store.set_coverage(self.name, TARGET, self.mapper.coverage)
+        for field, unmapped in self.mapper.unmapped.items():
+            self.store.count_unmapped(self.name, TARGET, field, unmapped.example, unmapped.samples)
         ownership = fam.ownership(self.store)
         ownership.filter(snap, ownership.dcgm_exports)
         return [TargetResult(TARGET, snap)]

@@ -3,7 +3,9 @@
 Every configured endpoint (vLLM, SGLang, TensorRT-LLM under Triton or trtllm-serve, TGI) is
 its own target, polled by its own task on its own interval, so a slow or broken engine never
 delays another. Per scrape: fetch `/metrics` (`infrapulse.scrape`), detect the engine from
-metric prefixes unless configured, map into the common schema (`serving_normalize`), add
+metric prefixes unless configured, map into the common schema (`normalize`), report what the
+mapping yields per family (`coverage`: a promised family missing or an engine family nobody
+reads shows in infrapulse_source_mapping_series and /api/v1/sources), add
 `infrapulse_llm_endpoint_up`, publish, and feed the windowed quantiles the health score reads
 (`serving_window.serving_quantiles`). A failed scrape publishes only `endpoint_up 0` (the
 engine's series vanish rather than go stale) and records the reason on
@@ -19,7 +21,7 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ... import catalog
 from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
@@ -28,16 +30,17 @@ from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
 from ..base import Source, stale_after
 from . import normalize as norm
+from .coverage import mapping_coverage
 
 ENGINE_CHOICES = ("auto", "vllm", "sglang", "trtllm", "triton", "tgi")
 # Configured engine -> exposition formats it may speak (trtllm covers both TRT-LLM servers).
 ACCEPTED_FORMATS = {"vllm": ("vllm",), "sglang": ("sglang",), "trtllm": ("trtllm", "triton"),
                     "triton": ("triton",), "tgi": ("tgi",)}
-PREFIXES = {"vllm": ("vllm:", "vllm_"), "sglang": ("sglang:", "sglang_"), "triton": ("nv_trt_llm_", "nv_inference_"),
-            "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
+PREFIXES = {"vllm": ("vllm:", "vllm_", "ray_vllm:"), "sglang": ("sglang:", "sglang_"),
+            "triton": ("nv_trt_llm_", "nv_inference_"), "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
 
 
-def _check_endpoint(ep: dict, path: str) -> None:
+def _check_endpoint(ep: dict[str, Any], path: str) -> None:
     if not ep["url"].lower().startswith(("http://", "https://")):
         raise SchemaError(f"{path}.url", f"expected an http:// or https:// URL, got {ep['url']!r}")
     if ep["interval"] is not None and ep["timeout"] is not None and ep["timeout"] > ep["interval"]:
@@ -46,7 +49,7 @@ def _check_endpoint(ep: dict, path: str) -> None:
         raise SchemaError(f"{path}.bearer_token_env", "set bearer_token_file or bearer_token_env, not both")
 
 
-def _check(section: dict, path: str) -> None:
+def _check(section: dict[str, Any], path: str) -> None:
     seen: set[str] = set()
     for i, ep in enumerate(section["endpoints"]):
         if ep["name"] in seen:
@@ -62,9 +65,11 @@ ENDPOINT = Section(
                     pattern=r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"),
         "url": Str("URL of the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics "
                    "(vLLM/SGLang/trtllm-serve API port, Triton :8002, TGI :80).", required=True),
-        "engine": Str("Engine: auto detects it from metric prefixes (vllm:, sglang:, nv_trt_llm_/nv_inference_, "
-                      "trtllm_, tgi_); triton = Triton (with the TensorRT-LLM backend), trtllm = trtllm-serve "
-                      "(or Triton+TRT-LLM).", default="auto", choices=ENGINE_CHOICES),
+        "engine": Str("Engine: auto detects it from metric prefixes (vllm:, ray_vllm:, sglang:, "
+                      "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only when "
+                      "labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM backend), "
+                      "trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed trtllm-serve names).",
+                      default="auto", choices=ENGINE_CHOICES),
         "model": Str("Value of the `model` label when the engine exposes none (TGI) or an empty one.",
                      default=""),
         "interval": Duration("Scrape interval of this endpoint (default: the global interval).", min=0.05),
@@ -102,7 +107,7 @@ class Endpoint:
     target: ScrapeTarget
 
     @classmethod
-    def from_config(cls, ep: dict, default_interval: float) -> Endpoint:
+    def from_config(cls, ep: dict[str, Any], default_interval: float) -> Endpoint:
         interval = ep["interval"] or default_interval
         timeout = ep["timeout"] or min(0.8 * interval, 10.0)
         target = ScrapeTarget(url=ep["url"], timeout=timeout, max_bytes=ep["max_response_bytes"],
@@ -118,12 +123,15 @@ def choose_format(families: dict[str, MetricFamily], configured: str) -> str:
     if configured == "auto":
         fmt = norm.detect(families)
         if fmt is None:
-            raise ScrapeError("unknown_engine", "no vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ or tgi_ "
-                                                "metrics in the response")
+            raise ScrapeError("unknown_engine", "no vllm:, ray_vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ "
+                                                "or tgi_ metrics in the response (set engine: for unprefixed "
+                                                "trtllm-serve names)")
         return fmt
     for fmt in ACCEPTED_FORMATS[configured]:
         if any(name.startswith(PREFIXES[fmt]) for name in families):
             return fmt
+    if configured == "trtllm" and any(name in families for name in norm.TRTLLM_UNPREFIXED):
+        return "trtllm"  # trtllm-serve 1.x: unprefixed names, accepted by name when configured
     raise ScrapeError("engine_mismatch", f"configured engine {configured} but none of its metrics are present")
 
 
@@ -131,25 +139,26 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
     """Add the engine's raw families to the snapshot; returns names skipped for type conflicts."""
     skipped = []
 
-    def key_of(labels: dict[str, str]) -> tuple:
+    def key_of(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
         items = dict(labels)
         if "endpoint" in items:
             items["exported_endpoint"] = items.pop("endpoint")
         items["endpoint"] = endpoint
         return tuple(sorted(items.items()))
 
-    def add(name: str, typ: str, help_: str, values: dict) -> None:
+    def add(name: str, typ: str, help_: str, values: dict[tuple[tuple[str, str], ...], Any]) -> None:
         if not values:
             return
         family = catalog.declare_passthrough(name, typ, help_)
         if family is None:
             skipped.append(name)
             return
-        snapshot.series.setdefault(name, {}).update(values)
+        # Passthrough series are keyed by sorted (label, value) pairs, not label values (catalog.Family).
+        snapshot.series.setdefault(name, {}).update(values)  # type: ignore[arg-type]
 
     for fam in families.values():
         if fam.type == "histogram":
-            hists: dict[tuple, dict] = {}
+            hists: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
             for s in fam.samples:
                 if s.name == fam.name + "_bucket":
                     labels = {k: v for k, v in s.labels.items() if k != "le"}
@@ -170,12 +179,12 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
         elif fam.type == "gauge":
             add(fam.name, catalog.GAUGE, fam.help, {key_of(s.labels): s.value for s in fam.samples})
         else:  # untyped, summaries, counters without _total, info, stateset: sample by sample
-            by_name: dict[str, dict] = {}
+            by_name: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
             for s in fam.samples:
                 if not s.name.endswith("_created"):
                     by_name.setdefault(s.name, {})[key_of(s.labels)] = s.value
-            for name, values in by_name.items():
-                add(name, catalog.UNTYPED, fam.help, values)
+            for name, by_labels in by_name.items():
+                add(name, catalog.UNTYPED, fam.help, by_labels)
     return skipped
 
 
@@ -195,7 +204,7 @@ class ServingSource(Source):
     )
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         return bool(config.get("enabled", True)) and bool(config.get("endpoints"))
 
     def __init__(self, config: dict, ctx) -> None:
@@ -256,6 +265,7 @@ class ServingSource(Source):
         engine = norm.engine_label(fmt, families)
         snapshot = Snapshot()
         norm.normalise(families, fmt, ep.name, engine, ep.keep, ep.model, snapshot)
+        self._report_coverage(ep, families, fmt, engine, snapshot)
         partial = []
         if ep.passthrough:
             skipped = passthrough_series(result.families, ep.name, snapshot)
@@ -268,6 +278,14 @@ class ServingSource(Source):
         if not self._was_up.get(ep.name, True):
             self.log.info("serving endpoint recovered", extra={"endpoint": ep.name, "engine": engine})
         self._was_up[ep.name] = True
+
+    def _report_coverage(self, ep: Endpoint, families: dict[str, MetricFamily], fmt: str, engine: str,
+                         snapshot: Snapshot) -> None:
+        """Promised families (0 = missing) and engine families no rule reads, per endpoint."""
+        series, unread = mapping_coverage(families, fmt, engine, snapshot)
+        self.store.set_coverage(self.name, ep.name, series)
+        for item in unread:
+            self.store.count_unmapped(self.name, ep.name, item.family, item.example, item.samples)
 
     def _failed(self, ep: Endpoint, reason: str, message: str, duration: float) -> None:
         engine = self._engine_of.get(ep.name) or (ep.engine if ep.engine != "auto" else "unknown")
