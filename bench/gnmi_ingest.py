@@ -155,7 +155,8 @@ async def run_infrapulse(port: int, switches: int, seconds: float) -> dict:
 
     from infrapulse.metrics import DaemonState, make_registry
     from infrapulse.sources.base import SourceContext
-    from infrapulse.sources.gnmi.session import CONFIG, GnmiSource
+    from infrapulse.sources.gnmi.config import CONFIG
+    from infrapulse.sources.gnmi.source import GnmiSource
     from infrapulse.store import Store
 
     rss_before = rss_mb()

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
 from infrapulse.sources.base import SourceContext
+from infrapulse.sources.gnmi.config import CONFIG
 from infrapulse.sources.gnmi.families import STATUS_FAMILIES
-from infrapulse.sources.gnmi.session import CONFIG, GnmiSource
+from infrapulse.sources.gnmi.source import GnmiSource
 from infrapulse.store import Store
 
 STATUS = {f.name for f in STATUS_FAMILIES}

@@ -16,7 +16,7 @@ Imports: each subpackage may import `base`, the top-level plumbing (`schema`, `s
 from __future__ import annotations
 
 from .base import Source
-from .gnmi.session import GnmiSource
+from .gnmi.source import GnmiSource
 from .gpu.dcgm import DcgmSource
 from .gpu.nvml import NvmlSource
 from .nic.ethtool import EthtoolSource
