@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -49,7 +50,7 @@ def _read_secret(env: str | None, file: str | None, what: str) -> str:
     return ""
 
 
-def read_credentials(conn: dict) -> Credentials:
+def read_credentials(conn: dict[str, Any]) -> Credentials:
     username = conn["username"] or _read_secret(conn["username_env"], conn["username_file"], "username")
     password = _read_secret(conn["password_env"], conn["password_file"], "password")
     return Credentials(username, password)
@@ -64,7 +65,7 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ChannelSetupError("tls", f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
-def open_channel(conn: dict) -> grpc.aio.Channel:
+def open_channel(conn: dict[str, Any]) -> grpc.aio.Channel:
     keepalive_ms = int(conn["keepalive"] * 1000)
     options = [
         ("grpc.keepalive_time_ms", keepalive_ms),

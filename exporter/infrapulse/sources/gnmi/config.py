@@ -9,6 +9,7 @@ effective settings (its own over `defaults`), which is what a `SwitchSession` ru
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,10 +17,10 @@ from ...schema import AutoBool, Bool, Duration, Int, ListOf, SchemaError, Sectio
 from .profile import Profile, ProfileError, load_profiles
 
 
-def _connection_fields(inherit: bool) -> dict:
+def _connection_fields(inherit: bool) -> dict[str, Any]:
     """Per-switch settings; under `targets[]` every one defaults to "inherit from defaults"."""
 
-    def d(value):
+    def d(value: Any) -> Any:
         return None if inherit else value
 
     return {
@@ -64,7 +65,7 @@ def _target_section() -> Section:
 TARGET = _target_section()
 
 
-def _check(section: dict, path: str) -> None:
+def _check(section: dict[str, Any], path: str) -> None:
     """Cross-field validation, so `infrapulse check-config` also validates profiles and targets."""
     try:
         profiles = load_profiles(section["profiles_dir"])
@@ -96,7 +97,7 @@ def _check(section: dict, path: str) -> None:
         raise SchemaError(f"{path}.shard.index", f"must be in 0..{shard['count'] - 1}, got {shard['index']}")
 
 
-def _check_connection(conn: dict, where: str, profiles: dict[str, Profile]) -> None:
+def _check_connection(conn: dict[str, Any], where: str, profiles: dict[str, Profile]) -> None:
     if conn["profile"] not in profiles:
         raise SchemaError(f"{where}.profile", f"unknown profile {conn['profile']!r} "
                                               f"(known: {', '.join(sorted(profiles))})")
@@ -140,7 +141,7 @@ class TargetsFileError(Exception):
     pass
 
 
-def read_targets_file(path: str) -> list[dict]:
+def read_targets_file(path: str) -> list[dict[str, Any]]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -153,7 +154,7 @@ def read_targets_file(path: str) -> list[dict]:
         return []
     if not isinstance(data, list):
         raise TargetsFileError(f"{path}: expected a list of targets (or {{targets: [...]}})")
-    out = []
+    out: list[dict[str, Any]] = []
     for i, item in enumerate(data):
         try:
             out.append(TARGET.validate(item, f"targets[{i}]"))
@@ -162,7 +163,7 @@ def read_targets_file(path: str) -> list[dict]:
     return out
 
 
-def merge_target(defaults: dict, target: dict) -> dict:
+def merge_target(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, Any]:
     """A target's effective settings: its own values over the defaults (tls key by key)."""
     merged = dict(defaults)
     for key, value in target.items():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -88,7 +88,7 @@ def classify(exc: BaseException, secrets: tuple[str, ...] = ()) -> tuple[str, st
 
 def _error_message(raw: bytes) -> str:
     try:
-        return pb.Error.FromString(raw).message
+        return str(pb.Error.FromString(raw).message)
     except DecodeError:
         return "(undecodable error message)"
 
@@ -125,7 +125,7 @@ def subscribe_request(stream: StreamSpec, encoding: str, sample_interval: float)
 class SwitchSession:
     """Keeps one switch's streams up and its state fresh; owned by `GnmiSource`."""
 
-    def __init__(self, source: GnmiSource, conn: dict, profile: Profile) -> None:
+    def __init__(self, source: GnmiSource, conn: dict[str, Any], profile: Profile) -> None:
         self.source = source
         self.conn = conn
         self.name: str = conn["name"]
@@ -147,7 +147,7 @@ class SwitchSession:
         self._next_sweep = time.monotonic() + self.sweep_period
         self._cleared = True
         self._last_rx_mono = 0.0
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         source.store.publish(source.name, self.name, self.state.snapshot, self.stale_after)
 
     def start(self) -> None:
@@ -202,13 +202,13 @@ class SwitchSession:
         finally:
             await channel.close(grace=None)
 
-    async def _stream_all(self, channel: grpc.aio.Channel, metadata) -> None:
+    async def _stream_all(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]) -> None:
         self.state.begin_session()
         streams = self.profile.streams
         calls = []
         # Responses arrive as raw bytes: `_read` decodes them with the bulk wire view
         # (gnmi_wire) instead of the stub's full SubscribeResponse parse.
-        subscribe = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
+        subscribe: Any = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
                                           response_deserializer=None)
         # The request side is written once and left open (half-closing ends some switches'
         # streams). Writing on the call, rather than handing grpc an endless request generator,
@@ -231,10 +231,11 @@ class SwitchSession:
                 call.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         for task in done:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
 
-    async def _read(self, call, index: int, synced: list[bool]) -> None:
+    async def _read(self, call: Any, index: int, synced: list[bool]) -> None:
         state = self.state
         apply = state.apply_wire
         parse = wire.SubscribeResponse.FromString

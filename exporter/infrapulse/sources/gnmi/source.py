@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from typing import Any
 
 from ..base import Source, SourceContext
 from . import shard as shard_mod
@@ -30,15 +31,15 @@ class GnmiSource(Source):
     role = "fabric"
     CONFIG = CONFIG
 
-    def __init__(self, config: dict, ctx: SourceContext) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.sessions: dict[str, SwitchSession] = {}
         self.profiles: dict[str, Profile] = {}
         self.shard = shard_mod.Shard()
-        self._targets_file_stamp: tuple | None = None
+        self._targets_file_stamp: tuple[int, int, int] | None = None
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         enabled = config.get("enabled", "auto")
         if enabled == "auto":
             return bool(config.get("targets") or config.get("targets_file"))
@@ -64,7 +65,7 @@ class GnmiSource(Source):
         finally:
             await self.close()
 
-    def wanted_targets(self) -> list[dict]:
+    def wanted_targets(self) -> list[dict[str, Any]]:
         targets = list(self.config["targets"])
         if self.config["targets_file"]:
             self._targets_file_stamp = self._stamp()
@@ -103,7 +104,7 @@ class GnmiSource(Source):
             session.start()
         self.log.info("gnmi targets", extra={"switches": len(self.sessions), "shard": str(self.shard)})
 
-    def _stamp(self) -> tuple | None:
+    def _stamp(self) -> tuple[int, int, int] | None:
         try:
             st = os.stat(self.config["targets_file"])
         except OSError:
