@@ -39,6 +39,19 @@ if TYPE_CHECKING:
 SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
 ENCODING_ENUM = {"proto": pb.PROTO, "json": pb.JSON, "json_ietf": pb.JSON_IETF}
 MODE_ENUM = {"sample": pb.SAMPLE, "on_change": pb.ON_CHANGE, "target_defined": pb.TARGET_DEFINED}
+# Some switches (NVIDIA Cumulus) refuse a Subscribe set up while another one is being set up,
+# with CANCELLED "System is busy": that stream is retried soon, within the session.
+BUSY_RETRY_INITIAL = 0.2
+BUSY_RETRY_CAP = 2.0
+# Codes with which a switch refuses a path set it does not serve: an optional stream is skipped.
+REFUSED_CODES = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.NOT_FOUND,
+                 grpc.StatusCode.FAILED_PRECONDITION)
+
+
+def is_busy(exc: BaseException) -> bool:
+    """A switch saying it cannot set a subscription up right now (not that it refuses it)."""
+    return (isinstance(exc, grpc.aio.AioRpcError) and exc.code() == grpc.StatusCode.CANCELLED
+            and "busy" in (exc.details() or "").lower())
 
 
 class SessionError(Exception):
@@ -147,6 +160,8 @@ class SwitchSession:
         self._next_sweep = time.monotonic() + self.sweep_period
         self._cleared = True
         self._last_rx_mono = 0.0
+        self.busy_retries = 0  # streams set up again after the switch said it was busy
+        self.skipped: list[str] = []  # this session's optional streams the switch refused, why
         self.task: asyncio.Task[None] | None = None
         source.store.publish(source.name, self.name, self.state.snapshot, self.stale_after)
 
@@ -204,23 +219,17 @@ class SwitchSession:
 
     async def _stream_all(self, channel: grpc.aio.Channel, metadata: tuple[tuple[str, str], ...]) -> None:
         self.state.begin_session()
+        self.skipped = []
         streams = self.profile.streams
-        calls = []
+        calls: list[Any] = [None] * len(streams)
         # Responses arrive as raw bytes: `_read` decodes them with the bulk wire view
         # (gnmi_wire) instead of the stub's full SubscribeResponse parse.
         subscribe: Any = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
-                                          response_deserializer=None)
-        # The request side is written once and left open (half-closing ends some switches'
-        # streams). Writing on the call, rather than handing grpc an endless request generator,
-        # leaves no consumer task behind to be torn down on every reconnect.
-        for stream in streams:
-            request = subscribe_request(stream, self.encoding, self.conn["sample_interval"])
-            call = subscribe(metadata=metadata)
-            calls.append(call)
-            await call.write(request)
-        synced = [False] * len(calls)
+                                               response_deserializer=None)
+        synced = [False] * len(streams)
         self._last_rx_mono = time.monotonic()
-        tasks = [asyncio.create_task(self._read(call, i, synced)) for i, call in enumerate(calls)]
+        tasks = [asyncio.create_task(self._stream(subscribe, metadata, stream, i, calls, synced))
+                 for i, stream in enumerate(streams)]
         tasks.append(asyncio.create_task(self._watchdog(synced)))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -228,12 +237,56 @@ class SwitchSession:
             for task in tasks:
                 task.cancel()
             for call in calls:
-                call.cancel()
+                if call is not None:
+                    call.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         for task in done:
             error = None if task.cancelled() else task.exception()
             if error is not None:
                 raise error
+
+    async def _stream(self, subscribe: Any, metadata: tuple[tuple[str, str], ...], stream: StreamSpec,
+                      index: int, calls: list[Any], synced: list[bool]) -> None:
+        """One Subscribe RPC of the session; returns when the switch ends it.
+
+        The request side is written once and left open (half-closing ends some switches'
+        streams). Writing on the call, rather than handing grpc an endless request generator,
+        leaves no consumer task behind to be torn down on every reconnect."""
+        request = subscribe_request(stream, self.encoding, self.conn["sample_interval"])
+        busy = Backoff(initial=BUSY_RETRY_INITIAL, cap=BUSY_RETRY_CAP)
+        started = time.monotonic()
+        while True:
+            call = calls[index] = subscribe(metadata=metadata)
+            try:
+                await call.write(request)
+                await self._read(call, index, synced)
+                return
+            except grpc.aio.AioRpcError as exc:
+                if synced[index]:
+                    raise  # it was streaming: a real failure
+                if is_busy(exc):
+                    # Not a failure: the switch answered, and will take the stream shortly.
+                    self._last_rx_mono = time.monotonic()
+                    waited = time.monotonic() - started
+                    if waited > self.stall_timeout:
+                        raise SessionError("busy", f"the switch kept refusing a subscription for {waited:.0f}s: "
+                                                   f"{exc.details()}") from None
+                    self.busy_retries += 1
+                    await asyncio.sleep(busy.delay())
+                    continue
+                if stream.optional and exc.code() in REFUSED_CODES:
+                    self._skip(stream, index, exc, synced)
+                    await asyncio.get_running_loop().create_future()  # idle until the session ends
+                raise
+
+    def _skip(self, stream: StreamSpec, index: int, exc: grpc.aio.AioRpcError, synced: list[bool]) -> None:
+        what = f"optional stream {stream.describe()} refused ({exc.code().name}): {exc.details()}"
+        self.skipped.append(what[:300])
+        self.source.log.warning("gnmi optional stream refused; going on without it",
+                                extra={"switch": self.name, "detail": what})
+        synced[index] = True
+        if all(synced):
+            self._on_synced()
 
     async def _read(self, call: Any, index: int, synced: list[bool]) -> None:
         state = self.state
@@ -265,7 +318,7 @@ class SwitchSession:
             self.state.count_reconnect()
         self.ever_synced = True
         self.backoff.reset()
-        self.source.store.record_success(self.source.name, self.name, 0.0)
+        self.source.store.record_success(self.source.name, self.name, 0.0, self.skipped)
         self.source.log.info("gnmi stream synced", extra={"switch": self.name, "encoding": self.encoding})
 
     async def _watchdog(self, synced: list[bool]) -> None:
@@ -283,7 +336,7 @@ class SwitchSession:
         state = self.state
         state.snapshot.timestamp = now
         if state.up:
-            self.source.store.record_success(self.source.name, self.name, 0.0)
+            self.source.store.record_success(self.source.name, self.name, 0.0, self.skipped)
         elif not self._cleared and now - max(state.last_rx, self.down_since) > self.stale_after:
             state.clear_data()
             self._cleared = True
@@ -293,5 +346,5 @@ class SwitchSession:
             state.sweep()
 
 
-__all__ = ["SUBSCRIBE_METHOD", "SessionError", "SwitchSession", "choose_encoding", "classify",
+__all__ = ["SUBSCRIBE_METHOD", "SessionError", "SwitchSession", "choose_encoding", "classify", "is_busy",
            "subscribe_request"]
