@@ -157,7 +157,8 @@ async def run_infrapulse(port: int, switches: int, seconds: float) -> dict:
 
     from infrapulse.metrics import DaemonState, make_registry
     from infrapulse.sources.base import SourceContext
-    from infrapulse.sources.gnmi.source import CONFIG, GnmiSource
+    from infrapulse.sources.gnmi.config import CONFIG
+    from infrapulse.sources.gnmi.source import GnmiSource
     from infrapulse.store import Store
 
     rss_before = rss_mb()
@@ -267,7 +268,7 @@ async def transport_floor(port: int, switches: int, seconds: float, leaves_per_m
     received as bytes and dropped. No Python gRPC client can take updates faster than this."""
     import grpc
 
-    from infrapulse.sources.gnmi.source import SUBSCRIBE_METHOD
+    from infrapulse.sources.gnmi.session import SUBSCRIBE_METHOD
 
     channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.http2.bdp_probe", 0)])
                 for _ in range(switches)]

@@ -8,8 +8,9 @@ from collections.abc import Callable
 
 from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
 from infrapulse.sources.base import SourceContext
+from infrapulse.sources.gnmi.config import CONFIG
 from infrapulse.sources.gnmi.families import STATUS_FAMILIES
-from infrapulse.sources.gnmi.source import CONFIG, GnmiSource
+from infrapulse.sources.gnmi.source import GnmiSource
 from infrapulse.store import Store
 
 STATUS = {f.name for f in STATUS_FAMILIES}
@@ -76,13 +77,21 @@ def status_value(store: Store, switch: str, family: str) -> float | None:
 
 
 def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
-    """What each profile must export for a frozen simulated switch (values from SimPort.initial)."""
+    """What each profile must export for a frozen simulated switch (values from SimPort.initial).
+
+    Where a device sends two leaves for one series (FCS and CRC errors; interface-, carrier- and
+    link-transitions) the profile's preferred one is expected, never a sum; leaves a test took
+    away (`switch.absent`) leave the next one in rank."""
     prof = switch.profile
     sw = switch.name
+    absent = switch.absent
     out: dict[tuple[str, tuple], float] = {}
 
     def put(family: str, labels: tuple, value: float) -> None:
         out[("infrapulse_switch_" + family, (sw, *labels))] = float(value)
+
+    def first(*candidates: tuple[str, float]) -> float | None:
+        return next((value for leaf, value in candidates if leaf not in absent), None)
 
     for port in switch.ports:
         i, name = port.index, port.name
@@ -92,10 +101,23 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
         put("interface_errors_total", (name, "tx"), 2 * i)
         put("interface_discards_total", (name, "rx"), 3 * i)
         put("interface_discards_total", (name, "tx"), 4 * i)
-        put("interface_fcs_errors_total", (name,), 5 * i)
+        fcs = 5 * i if prof == "sonic" else first(("in-fcs-errors", 5 * i), ("in-crc-errors", 5 * i + 1000))
+        if fcs is not None:
+            put("interface_fcs_errors_total", (name,), fcs)
         put("interface_oper_up", (name,), 1)
+        if prof == "openconfig":
+            flaps = first(("interface-transitions", 3), ("carrier-transitions", 1), ("link-transitions", 7))
+        elif prof != "sonic":
+            flaps = first(("carrier-transitions", 1))
+        else:
+            flaps = None
+        if flaps is not None:
+            put("interface_carrier_transitions_total", (name,), flaps)
         if prof != "sonic":
-            put("interface_carrier_transitions_total", (name,), 1)
+            put("interface_mac_pause_frames_total", (name, "rx"), 7 * i + 3)
+            put("interface_mac_pause_frames_total", (name, "tx"), 11 * i + 5)
+        if prof in ("openconfig", "nvidia-cumulus"):
+            put("interface_fec_uncorrectable_blocks_total", (name,), 13 * i + 2)
         for p in range(PRIORITIES):
             q = str(p)
             if prof != "openconfig":
@@ -109,8 +131,19 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
             put("queue_ecn_marked_packets_total", (name, q), 10 * p + i)
             if prof in ("sonic", "nvidia-cumulus"):
                 put("queue_depth_bytes", (name, q), 100 * p)
+            if prof == "arista-eos" and p:  # LANZ: congested queues only, whole 16-byte segments
+                put("queue_depth_bytes", (name, q), (100 * p // 16) * 16)
             if prof != "arista-eos":
                 put("queue_watermark_bytes", (name, q), 1000 * p + i)
+            if prof in ("nvidia-cumulus", "arista-eos"):
+                put("queue_wred_dropped_packets_total", (name, q), 2 * p + i + 1)
+            if prof == "nvidia-cumulus":
+                put("priority_discards_total", (name, q), 100 * i + 3 * p)
+                put("priority_group_occupancy_bytes", (name, q, "shared"), 4096 * (p + 1) + i)
+                put("priority_group_occupancy_bytes", (name, q, "headroom"), 512 * p + i)
+            if prof == "arista-eos":
+                put("pfc_watchdog_storms_detected_total", (name, q), 3 * p + i)
+                put("pfc_watchdog_storms_restored_total", (name, q), 2 * p + i)
         if port.neighbor:
             put("lldp_neighbor_info", (name, *port.neighbor), 1)
     return out

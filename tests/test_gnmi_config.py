@@ -100,6 +100,12 @@ BAD_PROFILES = [
     ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info}\n",
      "metrics[0].value_labels", "_info family"),
     ("subscriptions: [/a]\nsurprise: 1\nmetrics: []\n", "surprise", "unknown key"),
+    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up, "
+     "rank: -1}\n", "metrics[0].rank", "whole number >= 0"),
+    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info, "
+     "value_labels: {neighbor_system: s, neighbor_port: p}, rank: 1}\n", "metrics[0].rank", "_info families take no rank"),
+    ("subscriptions: [{path: /a, expire: sometimes}]\nmetrics: []\n", "subscriptions[0].expire", "true or false"),
+    ("optional: true\nsubscriptions: [/a]\nmetrics: []\n", "optional", "unknown key"),  # streams[] only
 ]
 
 

@@ -344,14 +344,18 @@ def qos_plan_runs(state: SwitchState, interface: str) -> tuple:
 
 def test_a_sample_of_counters_is_written_as_one_run_per_value_kind_and_scale():
     """The slots of a new notification's series are allocated side by side, grouped by value kind
-    and scale, so a Cumulus QoS sample (PFC pause counters, queue counters and pause durations in
-    microseconds) is two slice assignments, whatever order the leaves come in."""
+    and scale, so a Cumulus QoS sample (PFC pause counters and discards, queue counters, priority-group
+    buffers, pause durations in microseconds) is two slice assignments, whatever order the leaves
+    come in, unmapped leaves (the secondary headroom buffer) between them or not."""
     state = SwitchState("sw", PROFILES["nvidia-cumulus"])
     for n in cumulus_notes(ports=2, bump=3):
         state.apply(n)
     runs = qos_plan_runs(state, "swp1")
-    assert sorted((stop - start, scale or 1.0) for _kind, _pick, start, stop, scale in runs) == [(8 * 2, 1e-6),
-                                                                                               (8 * 2 + 8 * 5, 1.0)]
+    per_priority = 2 + 1  # pause frames rx/tx, discards
+    per_queue = 6  # transmitted, no-buffer drops, WRED drops, ECN, depth, watermark
+    per_group = 2  # shared, headroom (primary)
+    assert sorted((stop - start, scale or 1.0) for _kind, _pick, start, stop, scale in runs) == [
+        (8 * 2, 1e-6), (8 * (per_priority + per_queue + per_group), 1.0)]
 
 
 def test_compaction_after_ports_vanish_keeps_every_value_exact():

@@ -4,16 +4,27 @@ Each `SimSwitch` holds ports x 8 priorities/queues of counters that advance with
 traffic and with the demo's scenarios; `GnmiTarget` serves it over gNMI in the dialect of one
 shipped profile:
 
-  openconfig      OpenConfig paths, PROTO leaves (or JSON_IETF / JSON subtrees)
+  openconfig      OpenConfig paths (openconfig-interfaces 3.8: interface-, link- and the deprecated
+                  carrier-transitions; Ethernet CRC, 802.3x pause, FEC), PROTO leaves (or JSON_IETF /
+                  JSON subtrees)
   sonic           COUNTERS_DB / APPL_DB virtual paths, JSON_IETF maps with all-string values
-  nvidia-cumulus  OpenConfig + Cumulus switch-priority PFC and queue leaves, PROTO or JSON
-  arista-eos      OpenConfig + Arista PFC / ECN augments (module-qualified in JSON_IETF)
+  nvidia-cumulus  OpenConfig + Cumulus 5.16 leaves: switch-priority PFC and discards, queue drops
+                  (no-buffer, WRED), carrier up/down transitions, RS-FEC, priority-group shared and
+                  headroom buffer occupancy; PROTO, JSON_IETF or JSON
+  arista-eos      OpenConfig + Arista PFC / PFC watchdog / ECN / WRED augments (module-qualified in
+                  JSON_IETF), LANZ congestion records on origin eos_native (JSON values, as captured)
+
+`SimSwitch.absent` names leaves the simulated device does not send (tests take a preferred leaf
+away to see the fallback feed the series).
 
 The target honours STREAM subscriptions (SAMPLE with its interval, ON_CHANGE with heartbeats),
 sends sync_response after the initial state, and can be told to misbehave: refuse (every RPC
 fails UNAVAILABLE), drop (abort the stream after the sync), stall (stop sending), malformed
-(a counter becomes text). It checks the `username`/`password` metadata when a password is
-set and serves TLS from a generated test CA (see simulate/certs.py).
+(a counter becomes text). Like a Cumulus switch it can refuse a Subscribe set up while another
+is being set up (CANCELLED "System is busy", `reject_concurrent_setup`), and like an EOS switch
+without the eos-native provider refuse a whole origin (`refuse_origins`). It checks the
+`username`/`password` metadata when a password is set and serves TLS from a generated test CA
+(see simulate/certs.py).
 """
 
 from __future__ import annotations
@@ -46,17 +57,20 @@ PROFILES = ("openconfig", "sonic", "nvidia-cumulus", "arista-eos")
 SUPPORTED = {
     "openconfig": (pb.PROTO, pb.JSON_IETF, pb.JSON),
     "sonic": (pb.JSON_IETF,),
-    "nvidia-cumulus": (pb.PROTO, pb.JSON),
+    "nvidia-cumulus": (pb.PROTO, pb.JSON_IETF, pb.JSON),  # the 5.16 capture's Capabilities
     "arista-eos": (pb.PROTO, pb.JSON_IETF, pb.JSON),
 }
 # RFC 7951 module of each top-level tree, and the vendor augments that change it.
 BASE_MODULES = {"interfaces": "openconfig-interfaces", "qos": "openconfig-qos", "lldp": "openconfig-lldp"}
 AUGMENT_MODULES = {
-    "arista-eos": {"pfc": "arista-intf-augments", "ecn-marked-pkts": "arista-qos-augments"},
+    "arista-eos": {"pfc": "arista-intf-augments", "ecn-marked-pkts": "arista-qos-augments",
+                   "wred-dropped-pkts": "arista-qos-augments"},
     "nvidia-cumulus": {},
     "openconfig": {},
 }
 FAULTS = ("refuse", "drop", "stall", "malformed")
+LANZ_SEGMENT = 16  # bytes per LANZ segment (configRecord.segmentSize in the EOS capture)
+BUSY = "System is busy"  # Cumulus's answer to a Subscribe set up during another one [unconfirmed]
 
 Elem = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -86,7 +100,11 @@ class SimPort:
     in_discards: int = 0
     out_discards: int = 0
     fcs_errors: int = 0
+    crc_errors: int = 0
     carrier_transitions: int = 0
+    mac_pause_rx: int = 0
+    mac_pause_tx: int = 0
+    fec_uncorrectable: int = 0
     pfc_rx: list[int] = field(default_factory=list)
     pfc_tx: list[int] = field(default_factory=list)
     pfc_rx_us: list[int] = field(default_factory=list)
@@ -97,6 +115,31 @@ class SimPort:
     q_ecn: list[int] = field(default_factory=list)
     q_depth: list[int] = field(default_factory=list)
     q_watermark: list[int] = field(default_factory=list)
+    q_wred: list[int] = field(default_factory=list)
+    prio_discards: list[int] = field(default_factory=list)
+    pg_shared: list[int] = field(default_factory=list)  # priority-group occupancy, bytes
+    pg_headroom: list[int] = field(default_factory=list)
+    wd_stuck: list[int] = field(default_factory=list)  # PFC watchdog, per unicast queue
+    wd_recovered: list[int] = field(default_factory=list)
+
+    # Derived transition counters: interface-transitions counts oper-status flaps like carrier-
+    # transitions (+2 here, so that a sum of leaves shows); link-transitions counts more (below
+    # hold-time and dampening). Cumulus splits carrier-transitions into up and down.
+    @property
+    def interface_transitions(self) -> int:
+        return self.carrier_transitions + 2
+
+    @property
+    def link_transitions(self) -> int:
+        return self.carrier_transitions + 6
+
+    @property
+    def carrier_up(self) -> int:
+        return (self.carrier_transitions + 1) // 2
+
+    @property
+    def carrier_down(self) -> int:
+        return self.carrier_transitions // 2
 
     @classmethod
     def initial(cls, index: int, name: str, neighbor: tuple[str, str] | None) -> SimPort:
@@ -104,13 +147,17 @@ class SimPort:
         return cls(
             index=i, name=name, neighbor=neighbor, in_octets=1_000_000 * (i + 1), out_octets=2_000_000 * (i + 1),
             in_pkts=1000 * (i + 1), out_pkts=2000 * (i + 1), in_errors=i, out_errors=2 * i, in_discards=3 * i,
-            out_discards=4 * i, fcs_errors=5 * i, carrier_transitions=1,
+            out_discards=4 * i, fcs_errors=5 * i, crc_errors=5 * i + 1000, carrier_transitions=1,
+            mac_pause_rx=7 * i + 3, mac_pause_tx=11 * i + 5, fec_uncorrectable=13 * i + 2,
             pfc_rx=[10 * i + p for p in range(PRIORITIES)], pfc_tx=[20 * i + p for p in range(PRIORITIES)],
             pfc_rx_us=[1000 * (10 * i + p) for p in range(PRIORITIES)],
             pfc_tx_us=[1000 * (20 * i + p) for p in range(PRIORITIES)],
             q_tx_pkts=[1000 * i + q for q in range(PRIORITIES)], q_tx_bytes=[4096 * (1000 * i + q) for q in range(PRIORITIES)],
             q_dropped=[q for q in range(PRIORITIES)], q_ecn=[10 * q + i for q in range(PRIORITIES)],
-            q_depth=[100 * q for q in range(PRIORITIES)], q_watermark=[1000 * q + i for q in range(PRIORITIES)])
+            q_depth=[100 * q for q in range(PRIORITIES)], q_watermark=[1000 * q + i for q in range(PRIORITIES)],
+            q_wred=[2 * q + i + 1 for q in range(PRIORITIES)], prio_discards=[100 * i + 3 * p for p in range(PRIORITIES)],
+            pg_shared=[4096 * (g + 1) + i for g in range(PRIORITIES)], pg_headroom=[512 * g + i for g in range(PRIORITIES)],
+            wd_stuck=[3 * q + i for q in range(PRIORITIES)], wd_recovered=[2 * q + i for q in range(PRIORITIES)])
 
 
 class SimSwitch:
@@ -131,6 +178,7 @@ class SimSwitch:
         self._last = time.monotonic()
         self._flap_phase = 0
         self.pending_deletes: list[str] = []  # paths announced deleted on every stream
+        self.absent: set[str] = set()  # leaf names this device does not send (tests)
         self.version = 0  # bumped on every structural change (ports, neighbours)
 
     def port(self, name: str) -> SimPort:
@@ -192,6 +240,8 @@ class SimSwitch:
             p.pfc_rx_us[3] += int(900_000 * dt)  # paused 90% of the time
             p.q_depth[3] = 4_000_000
             p.q_watermark[3] = max(p.q_watermark[3], 6_000_000)
+            p.pg_shared[3] = 4_000_000  # the paused priority group fills its buffers
+            p.pg_headroom[3] = 60_000
         if board.active("ecn-spike") and self.ecn_port < len(ports):
             p = ports[self.ecn_port]
             ramp = min(1.0, board.elapsed("ecn-spike") / 60.0)
@@ -217,7 +267,17 @@ class SimSwitch:
     # -- the data tree in the profile's dialect ----------------------------------------------------
 
     def containers(self, malformed: bool = False) -> list[tuple[tuple[Elem, ...], dict[str, object]]]:
-        """OpenConfig-style (container path, {leaf: value}) pairs for every port."""
+        """OpenConfig-style (container path, {leaf: value}) pairs for every port, in the profile's
+        dialect, less the leaves named in `absent`."""
+        out: list[tuple[tuple[Elem, ...], dict[str, object]]] = []
+        absent = self.absent
+        for container, values in self._containers(malformed):
+            kept = {k: v for k, v in values.items() if k not in absent}
+            if kept:
+                out.append((container, kept))
+        return out
+
+    def _containers(self, malformed: bool) -> list[tuple[tuple[Elem, ...], dict[str, object]]]:
         out: list[tuple[tuple[Elem, ...], dict[str, object]]] = []
         prof = self.profile
         for p in self.ports:
@@ -231,16 +291,35 @@ class SimSwitch:
                 counters["in-octets"] = "n/a (garbage)"
             if prof != "nvidia-cumulus":
                 counters["in-fcs-errors"] = p.fcs_errors
+            if prof == "openconfig":  # openconfig-interfaces 3.8.0 (EOS 4.36 does not send these)
+                counters.update({"interface-transitions": p.interface_transitions,
+                                 "link-transitions": p.link_transitions})
+            if prof == "nvidia-cumulus":
+                counters.update({"carrier-up-transitions": p.carrier_up, "carrier-down-transitions": p.carrier_down})
             out.append((iface + (("state", ()), ("counters", ())), counters))
             out.append((iface + (("state", ()),), {"oper-status": "UP" if p.oper_up else "DOWN"}))
+            ethernet: dict[str, object] = {"in-crc-errors": p.crc_errors, "in-mac-pause-frames": p.mac_pause_rx,
+                                           "out-mac-pause-frames": p.mac_pause_tx}
             if prof == "nvidia-cumulus":
-                out.append((iface + (("ethernet", ()), ("state", ()), ("counters", ())),
-                            {"in-fcs-errors": p.fcs_errors}))
+                ethernet["in-fcs-errors"] = p.fcs_errors  # Cumulus keeps it under ethernet/
+            if prof == "openconfig":
+                ethernet["fec-uncorrectable-blocks"] = p.fec_uncorrectable
+            out.append((iface + (("ethernet", ()), ("state", ()), ("counters", ())), ethernet))
+            if prof == "nvidia-cumulus":
+                out.append((iface + (("phy", ()), ("fec", ()), ("state", ())),
+                            {"rs-fec-uncorrectable-blocks": p.fec_uncorrectable}))
             if prof == "arista-eos":
+                pfc = iface + (("ethernet", ()), ("pfc", ()))
                 for prio in range(PRIORITIES):
-                    out.append((iface + (("ethernet", ()), ("pfc", ()), ("priorities", ()),
-                                         ("priority", (("index", str(prio)),)), ("state", ())),
+                    out.append((pfc + (("priorities", ()), ("priority", (("index", str(prio)),)), ("state", ())),
                                 {"index": prio, "in-frames": p.pfc_rx[prio], "out-frames": p.pfc_tx[prio]}))
+                for q in range(PRIORITIES):
+                    for qtype, stuck, recovered in (("UNICAST", p.wd_stuck[q], p.wd_recovered[q]),
+                                                    ("MULTICAST", 1000 + q, 1000 + q)):
+                        keys = (("index", str(q)), ("queue-type", qtype))
+                        out.append((pfc + (("watchdog", ()), ("tx-queues", ()), ("tx-queue", keys), ("state", ())),
+                                    {"index": q, "queue-type": qtype, "stuck-count": stuck,
+                                     "recovery-count": recovered}))
             qif = (("qos", ()), ("interfaces", ()), ("interface", (("interface-id", p.name),)))
             if prof == "nvidia-cumulus":
                 for prio in range(PRIORITIES):
@@ -248,15 +327,23 @@ class SimSwitch:
                     out.append((sp, {"priority": prio, "in-pause-duration": p.pfc_rx_us[prio],
                                      "out-pause-duration": p.pfc_tx_us[prio]}))
                     out.append((sp + (("counters", ()),), {"in-pause-pkts": p.pfc_rx[prio],
-                                                           "out-pause-pkts": p.pfc_tx[prio]}))
+                                                           "out-pause-pkts": p.pfc_tx[prio],
+                                                           "in-discards": p.prio_discards[prio]}))
+                for pg in range(PRIORITIES):
+                    pgk = (("pg-id", str(pg)),)
+                    out.append((qif + (("input", ()), ("priority-group", pgk), ("state", ()), ("shared-buffer", ()),
+                                       ("data", ())), {"instant-occupancy": p.pg_shared[pg]}))
+                    for btype, value in (("primary", p.pg_headroom[pg]), ("secondary", 0)):
+                        out.append((qif + (("input", ()), ("headroom-buffer", (("buffer-type", btype),)),
+                                           ("priority-group", pgk), ("state", ())), {"instant-occupancy": value}))
             for q in range(PRIORITIES):
                 state: dict[str, object] = {"name": str(q), "transmit-pkts": p.q_tx_pkts[q],
                                             "transmit-octets": p.q_tx_bytes[q], "ecn-marked-pkts": p.q_ecn[q]}
                 if prof == "nvidia-cumulus":
-                    state.update({"no-buffer-uc-dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": 0,
+                    state.update({"no-buffer-uc-dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": p.q_wred[q],
                                   "instant-queue-len": p.q_depth[q], "max-queue-len": p.q_watermark[q]})
                 elif prof == "arista-eos":
-                    state.update({"dropped-pkts": p.q_dropped[q]})
+                    state.update({"dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": p.q_wred[q]})
                 else:
                     state.update({"dropped-pkts": p.q_dropped[q], "max-queue-len": p.q_watermark[q]})
                 out.append((qif + (("output", ()), ("queues", ()), ("queue", (("name", str(q)),)), ("state", ())),
@@ -267,6 +354,20 @@ class SimSwitch:
                              ("neighbor", (("id", system),)), ("state", ())),
                             {"id": system, "system-name": system, "port-id": port_id, "port-id-type": "INTERFACE_NAME"}))
         return out
+
+    def lanz_records(self) -> list[dict[str, object]]:
+        """EOS LANZ congestion records (field names and types as in the EOS capture): one per
+        queue holding data, queueSize in segments of LANZ_SEGMENT bytes."""
+        records: list[dict[str, object]] = []
+        for p in self.ports:
+            for q in range(PRIORITIES):
+                if p.q_depth[q] <= 0:
+                    continue
+                records.append({"entryType": "POLLING", "fabricPeerIntfName": "", "intfName": p.name,
+                                "portID": 100 + p.index, "qDropCount": p.q_dropped[q],
+                                "queueSize": p.q_depth[q] // LANZ_SEGMENT, "switchID": 0, "timeOfMaxQLen": 0,
+                                "timestamp": time.time_ns() // 1000, "trafficClass": q, "txLatency": 0})
+        return records
 
     def sonic_table(self, path: list[str], malformed: bool = False) -> dict | None:
         """The JSON map a SONiC virtual path returns, or None if the path is unknown."""
@@ -353,8 +454,13 @@ def _typed(value: object) -> pb.TypedValue:
     return pb.TypedValue(string_val=str(value))
 
 
-def _json_scalar(value: object, ietf: bool) -> object:
-    if ietf and isinstance(value, int) and not isinstance(value, bool):
+# Leaves whose YANG type is 32 bits or narrower (uint8 index, counter32 PFC watchdog counts):
+# RFC 7951 sends those as JSON numbers, as the EOS capture does for ifindex and mtu.
+_NARROW_INT_LEAVES = frozenset({"index", "priority", "stuck-count", "recovery-count"})
+
+
+def _json_scalar(value: object, ietf: bool, name: str = "") -> object:
+    if ietf and isinstance(value, int) and not isinstance(value, bool) and name not in _NARROW_INT_LEAVES:
         return str(value)  # RFC 7951: 64-bit integers travel as strings
     return value
 
@@ -380,7 +486,7 @@ def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool,
                     node.setdefault(member, []).append(entry)
                 node = entry
             elif depth == len(rel) - 1:
-                node[member] = _json_scalar(value, ietf)
+                node[member] = _json_scalar(value, ietf, name)
             else:
                 node = node.setdefault(member, {})
     return root
@@ -408,6 +514,8 @@ class Renderer:
     def render(self, malformed: bool = False, previous: dict | None = None) -> tuple[list[pb.Notification], dict]:
         """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE)."""
         ts = time.time_ns()
+        if [name for name, _ in self.sub_elems[:2]] in (["LANZ"], ["LANZ", "congestion"]):
+            return self._render_lanz(ts, previous)
         if self.switch.profile == "sonic":
             names = [name for name, _ in self.sub_elems]
             table = self.switch.sonic_table(names, malformed)
@@ -450,6 +558,27 @@ class Renderer:
         return notes, leaves
 
 
+    def _render_lanz(self, ts: int, previous: dict | None) -> tuple[list[pb.Notification], dict]:
+        """EOS eos_native LANZ as captured: prefix LANZ/congestion, one notification per congestion
+        record, the record a JSON value of the update path `congestionRecord`."""
+        if self.switch.profile != "arista-eos":
+            return [], {}
+        records = self.switch.lanz_records()
+        state = {"records": [{k: v for k, v in r.items() if k != "timestamp"} for r in records]}
+        if previous is not None and previous.get("records") == state["records"]:
+            return [], state
+        prefix = pb.Path(origin=self.prefix.origin, target=self.prefix.target,
+                         elem=[pb.PathElem(name="LANZ"), pb.PathElem(name="congestion")])
+        notes = [pb.Notification(timestamp=ts, prefix=prefix, update=[pb.Update(
+            path=pb.Path(elem=[pb.PathElem(name="name")]), val=pb.TypedValue(string_val="congestion"))])]
+        for record in records:
+            raw = json.dumps(record).encode()
+            val = pb.TypedValue(json_ietf_val=raw) if self.encoding == pb.JSON_IETF else pb.TypedValue(json_val=raw)
+            notes.append(pb.Notification(timestamp=ts, prefix=prefix, update=[pb.Update(
+                path=pb.Path(elem=[pb.PathElem(name="congestionRecord")]), val=val)]))
+        return notes, state
+
+
 _ABSENT = object()
 
 
@@ -462,7 +591,8 @@ class GnmiTarget(pb_grpc.gNMIServicer):
     def __init__(self, switch: SimSwitch, *, username: str = "", password: str = "",
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  encodings: tuple[int, ...] | None = None, min_sample_interval: float = 1.0,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, reject_concurrent_setup: bool = False,
+                 busy_setups: int = 0, setup_delay: float = 0.0, refuse_origins: tuple[str, ...] = ()) -> None:
         self.switch = switch
         self.username = username
         self.password = password
@@ -476,6 +606,14 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         self.fault_changed = asyncio.Event()
         self.subscribe_calls = 0
         self.active_streams = 0
+        # Cumulus-like set-up refusals: while another Subscribe is being set up (until its
+        # sync_response), and/or the next `busy_setups` ones, answer CANCELLED "System is busy".
+        self.reject_concurrent_setup = reject_concurrent_setup
+        self.busy_setups = busy_setups
+        self.setup_delay = setup_delay  # seconds a set-up takes before the initial state goes out
+        self.busy_refusals = 0
+        self._setting_up = 0
+        self.refuse_origins = refuse_origins  # e.g. ("eos_native",): EOS without that provider
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -545,6 +683,12 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         if sl.mode != pb.SubscriptionList.STREAM:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "only STREAM subscriptions are simulated")
         prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
+        if prefix.origin in self.refuse_origins:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"origin {prefix.origin} is not enabled")
+        if self.busy_setups > 0 or (self.reject_concurrent_setup and self._setting_up):
+            self.busy_setups = max(0, self.busy_setups - 1)
+            self.busy_refusals += 1
+            await context.abort(grpc.StatusCode.CANCELLED, BUSY)
         plans = []
         for sub in sl.subscription:
             interval = sub.sample_interval / 1e9
@@ -553,14 +697,23 @@ class GnmiTarget(pb_grpc.gNMIServicer):
                                     f"invalid interval: sample_interval below {self.min_sample_interval:g}s")
             plans.append(_Plan(Renderer(self.switch, prefix, sub, sl.encoding), sub))
         self.active_streams += 1
+        self._setting_up += 1
+        setting_up = True
         try:
+            if self.setup_delay:
+                await asyncio.sleep(self.setup_delay)
             async for resp in self._stream(plans):
+                if setting_up and resp.sync_response:
+                    self._setting_up -= 1
+                    setting_up = False
                 yield resp
             # the target stops serving a dropped stream with an error, as a reset switch would
             if self.fault == "drop":
                 await context.abort(grpc.StatusCode.UNAVAILABLE, "stream dropped (simulated fault)")
         finally:
             self.active_streams -= 1
+            if setting_up:
+                self._setting_up -= 1
 
     async def _stream(self, plans: list[_Plan]):
         switch = self.switch

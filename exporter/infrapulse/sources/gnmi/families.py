@@ -11,6 +11,8 @@ IF = ("switch", "interface")
 DIR = ("switch", "interface", "direction")
 PRIO = ("switch", "interface", "priority", "direction")
 QUEUE = ("switch", "interface", "queue")
+SWPRIO = ("switch", "interface", "priority")
+PG = ("switch", "interface", "priority_group", "pool")
 
 
 def _declare(name: str, type_: str, help_: str, labels: tuple[str, ...], unit: str = "") -> catalog.Family:
@@ -75,6 +77,29 @@ DATA_FAMILIES = [
     _declare("infrapulse_switch_lldp_neighbor_info", INFO,
              "The LLDP neighbour seen on a switch port: joins switch ports to the hosts (infrapulse_node_info"
              "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
+    # -- vendor depth (Cumulus, EOS, OpenConfig; the first three are shared with the SONiC profile) --
+    _declare("infrapulse_switch_queue_wred_dropped_packets_total", C,
+             "Packets dropped by WRED (weighted random early detection) at an egress queue. Whether "
+             "infrapulse_switch_queue_dropped_packets_total includes them depends on the platform (see "
+             "docs/gnmi.md): never add the two.", QUEUE),
+    _declare("infrapulse_switch_pfc_watchdog_storms_detected_total", C,
+             "PFC storms the switch's PFC watchdog detected on an egress queue (the queue was stuck "
+             "paused and the watchdog acted).", QUEUE),
+    _declare("infrapulse_switch_pfc_watchdog_storms_restored_total", C,
+             "PFC storms on an egress queue that the PFC watchdog saw end (the queue recovered).", QUEUE),
+    _declare("infrapulse_switch_interface_fec_uncorrectable_blocks_total", C,
+             "FEC codewords (blocks) a switch interface received that forward error correction could not "
+             "correct: each is a corrupted frame; a rising count means a failing link or optic.", IF),
+    _declare("infrapulse_switch_interface_mac_pause_frames_total", C,
+             "Link-level (802.3x, not per-priority) pause frames on a switch interface, by direction "
+             "(rx, tx).", DIR),
+    _declare("infrapulse_switch_priority_discards_total", C,
+             "Packets a switch interface discarded on ingress for one switch priority (Cumulus "
+             "switch-priority in-discards).", SWPRIO),
+    _declare("infrapulse_switch_priority_group_occupancy_bytes", G,
+             "Instantaneous ingress buffer occupancy of a priority group, by pool: shared (the shared "
+             "buffer) or headroom (the lossless headroom that absorbs in-flight data after a PFC pause).",
+             PG, unit="bytes"),
 ]
 
 STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS, SERIES_DROPPED)

@@ -55,6 +55,7 @@ from .families import (
     UPDATES,
 )
 from .paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
+from .prefer import Preferences
 from .profile import Profile, Rule
 from .values import (
     JSON_FIELDS,
@@ -263,8 +264,9 @@ class SwitchState:
         self._label_tuples: dict[tuple, tuple] = {}
         self._unmapped = 0
         # (pattern, is SAMPLE) of every subscription, to tell SAMPLE leaves from ON_CHANGE ones.
-        self._subs = [(PathPattern(sub.path, self.strip), sub.mode == "sample")
+        self._subs = [(PathPattern(sub.path, self.strip), sub.expires)
                       for stream in profile.streams for sub in stream.subscriptions]
+        self._ranks = Preferences()  # ranked rules: one leaf per series (see prefer.py)
         self.tick = 1  # sweep generation; bindings remember the tick they were last written in
         self._session_tick = 1
         self.last_rx = 0.0  # wall time of the last notification
@@ -324,6 +326,7 @@ class SwitchState:
         self._json_bindings.clear()
         self._entities.clear()
         self._label_tuples.clear()
+        self._ranks.clear()
         self.bound = 0
 
     # -- ingest -------------------------------------------------------------------------------
@@ -371,6 +374,20 @@ class SwitchState:
                 self._malformed[key] += bad
         if deletes:
             self._delete_raw(pctx.elems, b"", deletes)
+        if self._ranks.displaced:
+            self._settle_preferences(raw)
+
+    def _settle_preferences(self, raw: bytes) -> None:
+        """A better-ranked leaf took series over in this notification (see prefer.py): drop the
+        bindings it displaced, then apply the notification again without them, so that none of
+        them wrote last (its updates are counted once)."""
+        for b in self._ranks.take_displaced():
+            if b.home.get(b.key) is b:
+                self._remove(b)
+        key = self._key
+        counted = self._updates[key], self._malformed[key]
+        self.apply_wire(None, raw)
+        self._updates[key], self._malformed[key] = counted
 
     def _new_prefix(self, raw_prefix: bytes, raw: bytes) -> _Prefix | None:
         """The state of a prefix seen for the first time, or None when it cannot be kept: its
@@ -599,6 +616,8 @@ class SwitchState:
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
             binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner)
+            if rule.rank is not None and not self._ranks.claim(binding, owner):
+                return None  # a better-ranked leaf feeds this series; not cached: it may bind later
             if hold:
                 self._hold(binding)
         home[key] = binding
@@ -638,6 +657,8 @@ class SwitchState:
     def _remove(self, b: Binding) -> None:
         if b.home.pop(b.key, None) is not None:
             self.bound -= 1
+        if b.rule.rank is not None:
+            self._ranks.release(b)
         if b.owner is not None:
             b.owner.forget_plans()  # plans write straight into slots: none may outlive a binding
         entity = b.entity

@@ -3,7 +3,9 @@
 A profile says what to subscribe to (paths, SAMPLE or ON_CHANGE, optional per-path interval),
 which encodings the platform speaks (in order of preference), and how each leaf becomes a
 sample: which family, which path keys / name parts become labels, constant labels, a scale
-factor, an enum map, or (for `_info` families) which sibling leaves become labels.
+factor, an enum map, or (for `_info` families) which sibling leaves become labels. Where two leaves
+measure the same thing (`in-fcs-errors` / `in-crc-errors`), `rank` says which one a series takes:
+the best-ranked leaf the switch sends, never their sum (see `prefer`).
 
 Built-in profiles live in `profiles/*.yaml` next to this module; `profiles_dir` adds
 more (a file with a built-in's name replaces it). Every problem is a `ProfileError` naming the
@@ -31,9 +33,9 @@ MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
 
 _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
              "subscriptions", "streams", "metrics"}
-_STREAM_KEYS = {"origin", "target", "subscriptions"}
-_SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant"}
-_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels"}
+_STREAM_KEYS = {"origin", "target", "subscriptions", "optional"}
+_SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant", "expire"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank"}
 
 
 class ProfileError(Exception):
@@ -51,6 +53,13 @@ class SubscriptionSpec:
     sample_interval: float | None = None  # None: the switch's configured interval
     heartbeat_interval: float | None = None
     suppress_redundant: bool = False
+    # Expire series under this path like SAMPLE series when nothing refreshes them, whatever the
+    # mode: for event streams (EOS LANZ congestion records) whose last event is no current state.
+    expire: bool = False
+
+    @property
+    def expires(self) -> bool:
+        return self.mode == "sample" or self.expire
 
 
 @dataclass
@@ -60,6 +69,14 @@ class StreamSpec:
     origin: str = ""
     target: str = ""
     subscriptions: list[SubscriptionSpec] = field(default_factory=list)
+    # A switch may refuse this stream (a feature it lacks or has not enabled, e.g. EOS's
+    # eos_native provider): the session goes on without it and says so in its status.
+    optional: bool = False
+
+    def describe(self) -> str:
+        where = ":".join(p for p in (self.origin, self.target) if p)
+        paths = ", ".join(s.path for s in self.subscriptions[:3]) + (", ..." if len(self.subscriptions) > 3 else "")
+        return f"{where + ' ' if where else ''}{paths}"
 
 
 @dataclass
@@ -75,6 +92,9 @@ class Rule:
     entity_len: int = 0  # _info rules: path length of the entity (the container)
     info_labels: tuple[str, ...] = ()  # _info rules: every value label of the entity
     sample: bool | None = None  # SAMPLE or ON_CHANGE when every subscription covering it agrees
+    # Preference among rules feeding the same series (lower wins; see `prefer`). None: the
+    # family has no ranked rule; set to 0 on the unranked rules of a family that has one.
+    rank: int | None = None
 
 
 @dataclass
@@ -91,10 +111,13 @@ class Profile:
     _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        subs = [(PathPattern(s.path, self.strip_modules), s.mode == "sample")
+        subs = [(PathPattern(s.path, self.strip_modules), s.expires)
                 for st in self.streams for s in st.subscriptions]
         self._resolved: dict[ElemPath, tuple[Rule, dict[str, str]] | None] = {}
+        ranked = {rule.family.name for rule in self.rules if rule.rank is not None}
         for rule in self.rules:
+            if rule.rank is None and rule.family.name in ranked:
+                rule.rank = 0
             modes = {sample for pattern, sample in subs if pattern.may_contain(rule.pattern)}
             rule.sample = modes.pop() if len(modes) == 1 else None
             if rule.pattern.literal_names is not None:
@@ -223,6 +246,9 @@ def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
         suppress = sub.get("suppress_redundant", False)
         if not isinstance(suppress, bool):
             raise fail(f"{sub_key}.suppress_redundant", "expected true or false")
+        expire = sub.get("expire", False)
+        if not isinstance(expire, bool):
+            raise fail(f"{sub_key}.expire", "expected true or false")
         if not isinstance(sub["path"], str):
             raise fail(f"{sub_key}.path", "expected a path string")
         for path in expand_ranges(sub["path"]):
@@ -230,12 +256,15 @@ def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
                 PathPattern(path)
             except PathSyntaxError as exc:
                 raise fail(f"{sub_key}.path", str(exc)) from None
-            parsed.append(SubscriptionSpec(path, mode, interval, heartbeat, suppress))
+            parsed.append(SubscriptionSpec(path, mode, interval, heartbeat, suppress, expire))
     origin, target = raw.get("origin", ""), raw.get("target", "")
     for k, v in (("origin", origin), ("target", target)):
         if not isinstance(v, str):
             raise fail(f"{where}.{k}" if where else k, "expected a string")
-    return StreamSpec(origin=origin, target=target, subscriptions=parsed)
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        raise fail(f"{where}.optional", "expected true or false")
+    return StreamSpec(origin=origin, target=target, subscriptions=parsed, optional=optional)
 
 
 def _duration(value: Any, key: str, fail) -> float | None:
@@ -304,9 +333,14 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
     default = raw.get("default")
     if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
         raise fail(f"{where}.default", f"expected a number, got {default!r}")
+    rank = raw.get("rank")
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+        raise fail(f"{where}.rank", f"expected a whole number >= 0 (0 is preferred), got {rank!r}")
+    if rank is not None and is_info:
+        raise fail(f"{where}.rank", "_info families take no rank")
     if not is_info:
         return [Rule(index, family, pattern, const, float(scale), values,
-                     None if default is None else float(default))]
+                     None if default is None else float(default), rank=rank)]
     # An _info rule becomes one part per value leaf, each filling one label of the entity.
     parts = []
     labels = tuple(value_labels)

@@ -68,7 +68,17 @@ def flatten_json(base: ElemPath, doc: Any, list_keys: dict[str, tuple[str, ...]]
     `{"a": {"b": 1}}` -> (base/a/b, 1). A list `"queue": [{"name": "3", ...}]` becomes the element
     `queue[name=3]` when the profile knows `queue`'s keys (from its patterns); entries of a list
     without any known key are skipped rather than mislabelled. Leaf-lists are skipped too.
+    An object the profile keys the same way and that carries every one of those keys is keyed
+    too, the subtree's root included: a record such as EOS LANZ's `congestionRecord` (sent as the
+    JSON value of the path `LANZ/congestion/congestionRecord`) names its queue in its own fields.
     """
+    if base and not base[-1][1]:
+        base = base[:-1] + (_record_elem(base[-1][0], doc, list_keys, strip),)
+    return _flatten(base, doc, list_keys, strip)
+
+
+def _flatten(base: ElemPath, doc: Any, list_keys: dict[str, tuple[str, ...]],
+             strip: bool) -> Iterator[tuple[ElemPath, Any]]:
     if isinstance(doc, dict):
         for member, value in doc.items():
             name = strip_module(member) if strip else member
@@ -87,11 +97,26 @@ def flatten_json(base: ElemPath, doc: Any, list_keys: dict[str, tuple[str, ...]]
                     if not pairs:
                         continue
                     elem: Elem = (name, tuple(pairs))
-                    yield from flatten_json(base + (elem,), entry, list_keys, strip)
+                    yield from _flatten(base + (elem,), entry, list_keys, strip)
             else:
-                yield from flatten_json(base + ((name, ()),), value, list_keys, strip)
+                yield from _flatten(base + (_record_elem(name, value, list_keys, strip),), value,
+                                    list_keys, strip)
     elif not isinstance(doc, list):
         yield base, doc
+
+
+def _record_elem(name: str, value: Any, list_keys: dict[str, tuple[str, ...]], strip: bool) -> Elem:
+    """`name`, keyed by its own fields when it is an object holding every key the profile gives it."""
+    keys = list_keys.get(name) if isinstance(value, dict) else None
+    if not keys:
+        return (name, ())
+    pairs = []
+    for key in keys:
+        text = _key_text(value, key, strip)
+        if text is None:
+            return (name, ())
+        pairs.append((key, text))
+    return (name, tuple(sorted(pairs)))
 
 
 def _key_text(entry: dict, key: str, strip: bool) -> str | None:
