@@ -17,9 +17,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..rates import Rate
-from .quantiles import EndpointLatency
-from .readings import Readings
+from ...rates import Rate
+from ..quantiles import EndpointLatency
+from ..readings import Readings
 
 # -- families read (names and label order fixed by the source issues 2-5) ----------------------
 
