@@ -24,7 +24,8 @@ from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL
 from .quantiles import endpoint_latency
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import Report, evaluate, report_json, resolve_settings, status_of
-from .signals import EXPECTED_LABELS, SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
+from .signals import SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
+from .signals.base import EXPECTED_LABELS
 from .smoothing import Smoother
 
 log = logging.getLogger("infrapulse.health")

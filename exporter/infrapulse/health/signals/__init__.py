@@ -1,24 +1,45 @@
-"""Every health signal (see base.py); this package re-exports what the scorer imports."""
+"""Every health signal: what it reads, its formula, window, thresholds, weight and wording.
 
+One module per component (network, rdma, gpu, serving, topology), each with its measure
+functions and its `SIGNALS` list; `base` holds what they share. `SIGNALS` here is all of them,
+in component order (topology last: it reuses the network measurements of the same pass).
+
+docs/health.md documents these definitions; tests/test_health_docs.py keeps them in sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import gpu, network, rdma, serving, topology
 from .base import (
-    APPLICATION_XIDS,
     COUNT,
-    CRITICAL_XIDS,
-    EXPECTED_LABELS,
     FACTOR,
     FLAG,
     PER_SECOND,
     RATIO,
     SECONDS,
-    SIGNALS,
-    SPARSE_COUNTERS,
     Context,
     Measurement,
     Signal,
-    counters_by_window,
     format_seconds,
 )
+from .gpu import APPLICATION_XIDS, CRITICAL_XIDS, SPARSE_COUNTERS
 
-__all__ = ["APPLICATION_XIDS", "COUNT", "CRITICAL_XIDS", "EXPECTED_LABELS", "FACTOR", "FLAG", "PER_SECOND",
-           "RATIO", "SECONDS", "SIGNALS", "SPARSE_COUNTERS", "Context", "Measurement", "Signal",
-           "counters_by_window", "format_seconds"]
+SIGNALS: dict[str, Signal] = {
+    s.name: s for module in (network, rdma, gpu, serving, topology) for s in module.SIGNALS
+}
+
+
+def counters_by_window(signals: Iterable[Signal] | None = None) -> dict[str, set[str]]:
+    """{window kind: counter families} the readings must keep history for."""
+    out: dict[str, set[str]] = {"window": set(), "event_window": set()}
+    for s in (signals or SIGNALS.values()):
+        kind = s.window if s.window in out else "window"
+        out[kind].update(s.counters)
+    return out
+
+
+__all__ = ["APPLICATION_XIDS", "COUNT", "CRITICAL_XIDS", "FACTOR", "FLAG", "PER_SECOND", "RATIO", "SECONDS",
+           "SIGNALS", "SPARSE_COUNTERS", "Context", "Measurement", "Signal", "counters_by_window",
+           "format_seconds"]
