@@ -3,6 +3,12 @@ threshold (100), the bad threshold (0) and midway (50)."""
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from health_fixtures import HOST, Feed, empty_histogram, latency_histogram, service_for, signal
@@ -244,3 +250,21 @@ def test_signal_value_and_subscore(name, build, target, x, expected):
     assert worst.measurement.target == target
     assert worst.measurement.value == pytest.approx(x, rel=1e-6, abs=1e-9)
     assert result.score == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_signals_import_every_family_they_read_into_the_catalogue():
+    """Label names come from the catalogue alone: importing the signals (and nothing else, as in
+    a fresh interpreter) declares every family they read, with the labels the signals key on."""
+    code = ("import infrapulse.health.signals as s, infrapulse.catalog as c\n"
+            "print(sorted({f: c.get(f).labels for x in s.SIGNALS.values() for f in x.families + x.counters}"
+            ".items()))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "exporter")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    labels = dict(ast.literal_eval(out.stdout))
+    assert len(labels) == 43
+    assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")
+    assert labels["infrapulse_rdma_port_info"] == ("device", "port", "link_layer", "netdev")
+    assert labels["infrapulse_switch_lldp_neighbor_info"][:2] == ("switch", "interface")
+    assert labels["infrapulse_gpu_xid_errors_total"] == ("gpu", "uuid", "xid")
+    assert labels["infrapulse_llm_requests_total"][:4] == ("endpoint", "engine", "model", "outcome")

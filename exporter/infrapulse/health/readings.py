@@ -5,9 +5,8 @@ families the signals need into one `CounterHistory` per window length (so counte
 32/64-bit wraps and saturated legacy counters are handled once, in infrapulse.rates), and
 signals then ask for the labels, the latest value or the windowed increase of a series.
 
-Label names come from the catalogue when the producing source has declared the family, and
-from the names fixed in the source issues otherwise, so the score works with whichever
-sources this instance runs.
+Label names come from the catalogue (`catalog.get(name).labels`): the signals package imports
+the modules that declare every family it reads, so they are known whichever sources run.
 """
 
 from __future__ import annotations
@@ -46,10 +45,8 @@ class _History(CounterHistory):
 
 
 class Readings:
-    def __init__(self, windows: dict[str, float], expected_labels: dict[str, tuple[str, ...]],
-                 sparse: frozenset[str] = frozenset()) -> None:
+    def __init__(self, windows: dict[str, float], sparse: frozenset[str] = frozenset()) -> None:
         self.windows = dict(windows)
-        self.expected_labels = expected_labels
         # Counter families whose series only appear once an event happened (absence = zero).
         self.sparse = sparse
         self.histories = {kind: _History(seconds, max_points=POINTS_PER_WINDOW + 8)
@@ -107,8 +104,8 @@ class Readings:
         if names is None:
             try:
                 declared = catalog.get(family)
-            except KeyError:  # its source is not loaded (yet): use the names fixed in the issues
-                return self.expected_labels.get(family, ())
+            except KeyError:
+                raise KeyError(f"health reads {family}, which no imported module declares") from None
             names = self._label_cache[family] = declared.labels + declared.optional_labels
         return names
 

@@ -25,7 +25,6 @@ from .quantiles import endpoint_latency
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import Report, evaluate, report_json, resolve_settings, status_of
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
-from .signals.base import EXPECTED_LABELS
 from .smoothing import Smoother
 
 log = logging.getLogger("infrapulse.health")
@@ -51,7 +50,7 @@ class HealthService:
         self.config = config
         self.settings = resolve_settings(config)
         self.readings = Readings({"window": config["window"], "event_window": config["event_window"]},
-                                 EXPECTED_LABELS, SPARSE_COUNTERS)
+                                 SPARSE_COUNTERS)
         self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
         self.counters = counters_by_window()
         span = config["history"]

@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# The modules that declare the families the signals read: importing them fills the catalogue,
+# whose label names the readings use, whichever sources this instance runs.
+from ...sources.gnmi import families as _gnmi_families  # noqa: F401
+from ...sources.gpu import families as _gpu_families  # noqa: F401
+from ...sources.nic import ethtool as _ethtool  # noqa: F401
+from ...sources.nic import infiniband as _infiniband  # noqa: F401
+from ...sources.serving import normalize as _serving_families  # noqa: F401
 from . import gpu, network, rdma, serving, topology
 from .base import (
     COUNT,

@@ -20,60 +20,6 @@ from ...rates import Rate
 from ..quantiles import EndpointLatency
 from ..readings import Readings
 
-# -- families read (names and label order fixed by the source issues 2-5) ----------------------
-
-EXPECTED_LABELS: dict[str, tuple[str, ...]] = {
-    # switch (gNMI)
-    "infrapulse_switch_up": ("switch",),
-    "infrapulse_switch_queue_ecn_marked_packets_total": ("switch", "interface", "queue"),
-    "infrapulse_switch_queue_transmitted_packets_total": ("switch", "interface", "queue"),
-    "infrapulse_switch_queue_dropped_packets_total": ("switch", "interface", "queue"),
-    "infrapulse_switch_pfc_pause_frames_total": ("switch", "interface", "priority", "direction"),
-    "infrapulse_switch_pfc_pause_duration_seconds_total": ("switch", "interface", "priority", "direction"),
-    "infrapulse_switch_interface_fcs_errors_total": ("switch", "interface"),
-    "infrapulse_switch_interface_carrier_transitions_total": ("switch", "interface"),
-    "infrapulse_switch_lldp_neighbor_info": ("switch", "interface", "neighbor_system", "neighbor_port"),
-    # NIC (ethtool)
-    "infrapulse_nic_pfc_pause_frames_total": ("interface", "priority", "direction"),
-    "infrapulse_nic_pfc_pause_duration_seconds_total": ("interface", "priority", "direction"),
-    "infrapulse_nic_ecn_marked_packets_total": ("interface", "priority"),
-    "infrapulse_nic_phy_errors_total": ("interface", "kind"),
-    "infrapulse_nic_pause_storm_events_total": ("interface", "level"),
-    # RDMA (infiniband)
-    "infrapulse_rdma_port_info": ("device", "port", "link_layer", "netdev"),
-    "infrapulse_rdma_port_state": ("device", "port"),
-    "infrapulse_rdma_port_received_packets_total": ("device", "port"),
-    "infrapulse_rdma_port_transmitted_packets_total": ("device", "port"),
-    "infrapulse_rdma_port_link_downed_total": ("device", "port"),
-    "infrapulse_rdma_port_symbol_errors_total": ("device", "port"),
-    "infrapulse_rdma_port_receive_errors_total": ("device", "port"),
-    "infrapulse_rdma_port_transmit_discards_total": ("device", "port"),
-    "infrapulse_rdma_ecn_marked_packets_total": ("device", "port"),
-    "infrapulse_rdma_cnp_sent_total": ("device", "port"),
-    "infrapulse_rdma_cnp_handled_total": ("device", "port"),
-    "infrapulse_rdma_out_of_buffer_total": ("device", "port"),
-    "infrapulse_rdma_retransmission_events_total": ("device", "port", "reason"),
-    # GPU (nvml, dcgm)
-    "infrapulse_gpu_info": ("gpu", "uuid", "name", "pci_bus_id", "driver_version", "cuda_version"),
-    "infrapulse_gpu_healthy": ("gpu", "uuid"),
-    "infrapulse_gpu_health_status_info": ("gpu", "uuid", "reason"),
-    "infrapulse_gpu_utilization_ratio": ("gpu", "uuid"),
-    "infrapulse_gpu_clock_event_active": ("gpu", "uuid", "reason"),
-    "infrapulse_gpu_ecc_errors_total": ("gpu", "uuid", "type", "scope"),
-    "infrapulse_gpu_xid_errors_total": ("gpu", "uuid", "xid"),
-    "infrapulse_gpu_row_remap_pending": ("gpu", "uuid"),
-    "infrapulse_gpu_row_remap_failure": ("gpu", "uuid"),
-    # serving
-    "infrapulse_llm_endpoint_up": ("endpoint", "engine"),
-    "infrapulse_llm_requests_running": ("endpoint", "engine", "model"),
-    "infrapulse_llm_requests_waiting": ("endpoint", "engine", "model"),
-    "infrapulse_llm_kv_cache_usage_ratio": ("endpoint", "engine", "model"),
-    "infrapulse_llm_requests_total": ("endpoint", "engine", "model", "outcome"),
-    "infrapulse_llm_preemptions_total": ("endpoint", "engine", "model"),
-    "infrapulse_llm_time_to_first_token_seconds": ("endpoint", "engine", "model"),
-    "infrapulse_llm_inter_token_latency_seconds": ("endpoint", "engine", "model"),
-}
-
 
 @dataclass(frozen=True)
 class Measurement:
