@@ -143,6 +143,7 @@ def _idle(f, x):
 
 def _latency(family):
     def build(f, x):
+        f.gauge("serving", "infrapulse_llm_endpoint_up", EP[:2], 1, "llama")  # successful scrapes
         f.series("serving", family, EP, [empty_histogram(x), latency_histogram(x)], "llama")
     return build
 

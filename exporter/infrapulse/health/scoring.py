@@ -18,7 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from .quantiles import EndpointLatency
+from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
 from .signals import SIGNALS, Measurement, Signal
 

@@ -21,7 +21,7 @@ from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
 from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
-from .quantiles import endpoint_latency
+from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import Report, evaluate, report_json, resolve_settings, status_of
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
@@ -41,6 +41,8 @@ class HealthService:
         self.history: deque[tuple[float, float | None]] = deque()
         self.report: Report | None = None
         self._json: dict | None = None
+        # Windowed TTFT/ITL per serving endpoint: fed from the store every pass, kept across reloads.
+        self.latency = QuantileTracker(config["window"])
         self.configure(config)
 
     # -- configuration -------------------------------------------------------------------------
@@ -53,6 +55,7 @@ class HealthService:
                                  SPARSE_COUNTERS)
         self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
         self.counters = counters_by_window()
+        self.latency.set_window(config["window"])
         span = config["history"]
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
@@ -65,8 +68,9 @@ class HealthService:
 
     def measure(self) -> dict[str, list | None]:
         self.readings.update(self.store, self.counters)
+        self.latency.observe_store(self.store)
         cfg = self.config
-        ctx = Context(self.readings, hostname=self.hostname, latency=endpoint_latency(self.store, cfg["window"]),
+        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoint_latency(cfg["window"]),
                       window=cfg["window"],
                       slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
         present = self.readings.sources_present()

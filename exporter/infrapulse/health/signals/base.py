@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ...rates import Rate
-from ..quantiles import EndpointLatency
+from ..latency import EndpointLatency
 from ..readings import Readings
 
 
