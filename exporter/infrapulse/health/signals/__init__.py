@@ -31,7 +31,7 @@ from .base import (
     Signal,
     format_seconds,
 )
-from .gpu import APPLICATION_XIDS, CRITICAL_XIDS, SPARSE_COUNTERS
+from .gpu import SPARSE_COUNTERS
 
 SIGNALS: dict[str, Signal] = {
     s.name: s for module in (network, rdma, gpu, serving, topology) for s in module.SIGNALS
@@ -47,6 +47,6 @@ def counters_by_window(signals: Iterable[Signal] | None = None) -> dict[str, set
     return out
 
 
-__all__ = ["APPLICATION_XIDS", "COUNT", "CRITICAL_XIDS", "FACTOR", "FLAG", "PER_SECOND", "RATIO", "SECONDS",
+__all__ = ["COUNT", "FACTOR", "FLAG", "PER_SECOND", "RATIO", "SECONDS",
            "SIGNALS", "SPARSE_COUNTERS", "Context", "Measurement", "Signal", "counters_by_window",
            "format_seconds"]

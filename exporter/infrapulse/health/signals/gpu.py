@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ...sources.gpu.xid import APPLICATION_XIDS, CRITICAL_XIDS
 from .base import (
     COUNT,
     FLAG,
@@ -19,16 +20,6 @@ from .base import (
 
 # Counter families whose series only exist once an event happened: absence means zero.
 SPARSE_COUNTERS = frozenset({"infrapulse_gpu_xid_errors_total"})
-
-# XID classes. Critical: the GPU needs draining and a reset or node reboot (ECC double-bit /
-# contained / uncontained errors, row remapping, NVLink error, fallen off the bus). Sources:
-# NVIDIA "Xid Errors" documentation and its Xid catalog (docs.nvidia.com/deploy/xid-errors/,
-# "Resolution Bucket (Immediate Action)" column), NVIDIA health-validation Xid checks, and
-# Meta GCM's xid health check (critical vs non-critical classes). Application XIDs are errors
-# of the program running on the GPU (bad kernel, user page fault, channel torn down), not of
-# the GPU, so they do not count against the hardware.
-CRITICAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95})
-APPLICATION_XIDS = frozenset({13, 31, 43, 45})
 
 # Clock-event reasons that mean the hardware is slowing itself down (dcgm-exporter spelling;
 # NVML names are accepted too after normalisation).
@@ -148,8 +139,8 @@ SIGNALS: list[Signal] = [
         name="xid_critical",
         component="gpu",
         title="Critical XID errors",
-        formula=("increase(gpu_xid_errors{xid in critical class}) per GPU over the event window (critical "
-                 "class: 48, 63, 64, 74, 79, 92, 94, 95 by default)"),
+        formula=("increase(gpu_xid_errors{xid in the critical class}) per GPU over the event window "
+                 "(classes: sources/gpu/xid.py, listed below the table)"),
         unit=COUNT,
         window="event_window",
         good=0.0,
@@ -168,7 +159,7 @@ SIGNALS: list[Signal] = [
         component="gpu",
         title="Other XID errors",
         formula=("increase(gpu_xid_errors) per GPU over the event window, for XIDs neither critical nor "
-                 "application errors (13, 31, 43, 45)"),
+                 "application errors"),
         unit=COUNT,
         window="event_window",
         good=0.0,
