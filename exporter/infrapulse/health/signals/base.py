@@ -122,6 +122,29 @@ def present_keys(ctx: Context, family: str, keys: tuple[str, ...]) -> set[tuple[
     return {tuple(s.labels.get(k, "") for k in keys) for s in ctx.readings.series(family)}
 
 
+@dataclass(frozen=True)
+class RdmaPort:
+    """What infrapulse_rdma_port_info says about one RDMA port."""
+
+    device: str
+    port: str
+    link_layer: str  # "InfiniBand", "Ethernet" (RoCE) or "" when not reported
+    netdev: str  # the RoCE port's netdev ("" on InfiniBand)
+
+    @property
+    def roce(self) -> bool:
+        return self.link_layer == "Ethernet"
+
+
+def rdma_ports(ctx: Context) -> dict[tuple[str, str], RdmaPort]:
+    """Every RDMA port the infiniband source describes, by (device, port)."""
+    out = {}
+    for s in ctx.readings.series("infrapulse_rdma_port_info"):
+        key = (s.labels.get("device", ""), s.labels.get("port", ""))
+        out[key] = RdmaPort(key[0], key[1], s.labels.get("link_layer", ""), s.labels.get("netdev", ""))
+    return out
+
+
 def ratio(part: float, whole: float) -> float:
     """part / whole, 0 when nothing happened; never above 1 even if counters disagree."""
     if whole <= 0:
@@ -133,6 +156,7 @@ SWQ = ("switch", "interface", "queue")
 SWP = ("switch", "interface", "priority", "direction")
 SWI = ("switch", "interface")
 NICP = ("interface", "priority", "direction")
+NICD = ("interface", "direction")
 PORT = ("device", "port")
 GPU = ("gpu",)
 EP = ("endpoint",)

@@ -8,6 +8,7 @@ import math
 from .base import (
     COUNT,
     FLAG,
+    NICD,
     NICP,
     PER_SECOND,
     PORT,
@@ -25,11 +26,24 @@ from .base import (
     queue_name,
     rates_by,
     ratio,
+    rdma_ports,
     switch_prio_name,
 )
 
 NET = ("gnmi", "ethtool", "infiniband")
-DIRECTION_NOTE = {"rx": "pause frames received", "tx": "pause frames sent"}
+# Who paused whom: rx = pause frames received (the peer paused this port), tx = sent.
+PFC_NOTE = {"rx": "PFC: the peer paused this port", "tx": "PFC: this port paused its peer"}
+GLOBAL_PAUSE_NOTE = {"rx": "802.3x global pause: the peer paused this port",
+                     "tx": "802.3x global pause: this port paused its peer"}
+# NIC PHY error kinds that measure link errors, most direct first. mlx5 counts one corrupted
+# frame in all three (386 / 386 / 386 in a real ConnectX capture), so one kind is taken per
+# interface, never their sum. The length kinds (oversize, jabber, ...) are framing/MTU
+# problems and `transmit` (tx_errors_phy) counts oversize transmit drops: not link errors.
+PHY_ERROR_KINDS = (
+    ("pcs_symbol", "PCS symbol errors FEC could not correct"),
+    ("crc", "CRC (FCS) errors"),
+    ("symbol", "symbol errors"),
+)
 # Status entries of the gnmi source that are about its config, not a switch.
 GNMI_NON_SWITCH_TARGETS = frozenset({"shard", "targets_file"})
 
@@ -46,19 +60,11 @@ def measure_switch_ecn(ctx: Context) -> list[Measurement]:
     return out
 
 
-def _netdev_toport_name(ctx: Context) -> dict[str, tuple[str, str]]:
-    out = {}
-    for s in ctx.readings.series("infrapulse_rdma_port_info"):
-        if s.labels.get("netdev"):
-            out[s.labels["netdev"]] = (s.labels.get("device", ""), s.labels.get("port", ""))
-    return out
-
-
 def measure_nic_ecn(ctx: Context) -> list[Measurement]:
     received = rates_by(ctx, "infrapulse_rdma_port_received_packets_total", PORT)
     out = []
     # Per NIC priority (ethtool rx_prioN_marked) against the packets its RDMA port received.
-    netdevs = _netdev_toport_name(ctx)
+    netdevs = {p.netdev: key for key, p in rdma_ports(ctx).items() if p.netdev}
     for (iface, prio), m in rates_by(ctx, "infrapulse_nic_ecn_marked_packets_total", ("interface", "priority")).items():
         r = received.get(netdevs.get(iface, ("", "")))
         if r is not None:
@@ -73,14 +79,23 @@ def measure_nic_ecn(ctx: Context) -> list[Measurement]:
     return out
 
 
+def global_pause_name(k: tuple[str, ...]) -> str:
+    return f"{k[0]} global pause {k[1]}"
+
+
 def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
+    """Share of the window a pause was in effect: PFC per priority (switch and NIC) and IEEE
+    802.3x global pause per NIC, which stops the whole link (all priorities) just the same."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
-        out.append(Measurement(switch_prio_name(k), min(r.per_second, 1.0), DIRECTION_NOTE.get(k[3], ""),
+        out.append(Measurement(switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
                                labels=dict(zip(SWP, k))))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
-        out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), DIRECTION_NOTE.get(k[2], ""),
+        out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
+    for k, r in rates_by(ctx, "infrapulse_nic_global_pause_duration_seconds_total", NICD).items():
+        out.append(Measurement(global_pause_name(k), min(r.per_second, 1.0), GLOBAL_PAUSE_NOTE.get(k[1], ""),
+                               labels=dict(zip(NICD, k))))
     return out
 
 
@@ -91,19 +106,20 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
     pfc_pause_ratio covers them and this signal must not count as missing data."""
     out = []
     untimed_ports = timed_ports = 0
-    for frames, durations, keys, name in (
+    for frames, durations, keys, name, notes in (
             ("infrapulse_switch_pfc_pause_frames_total", "infrapulse_switch_pfc_pause_duration_seconds_total",
-             SWP, switch_prio_name),
+             SWP, switch_prio_name, PFC_NOTE),
             ("infrapulse_nic_pfc_pause_frames_total", "infrapulse_nic_pfc_pause_duration_seconds_total",
-             NICP, nic_prio_name)):
+             NICP, nic_prio_name, PFC_NOTE),
+            ("infrapulse_nic_global_pause_frames_total", "infrapulse_nic_global_pause_duration_seconds_total",
+             NICD, global_pause_name, GLOBAL_PAUSE_NOTE)):
         timed = present_keys(ctx, durations, keys)
         frame_keys = present_keys(ctx, frames, keys)
         untimed_ports += len(frame_keys - timed)
         timed_ports += len(frame_keys & timed)
         for k, r in rates_by(ctx, frames, keys).items():
             if k not in timed:
-                out.append(Measurement(name(k), r.per_second, DIRECTION_NOTE.get(k[-1], ""),
-                                       labels=dict(zip(keys, k))))
+                out.append(Measurement(name(k), r.per_second, notes.get(k[-1], ""), labels=dict(zip(keys, k))))
     if not untimed_ports and timed_ports:
         return None
     return out
@@ -132,23 +148,47 @@ def measure_queue_drops(ctx: Context) -> list[Measurement]:
 
 
 def measure_phy_errors(ctx: Context) -> list[Measurement]:
+    """Link errors per switch port (FCS), per NIC (one PHY error kind, PHY_ERROR_KINDS) and per
+    InfiniBand port (symbol errors; on RoCE ports the NIC's own PHY counters say it)."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_interface_fcs_errors_total", SWI).items():
         out.append(Measurement(f"{k[0]} {k[1]}", r.per_second, "FCS", labels=dict(zip(SWI, k))))
-    for (iface,), r in rates_by(ctx, "infrapulse_nic_phy_errors_total", ("interface",)).items():
-        out.append(Measurement(iface, r.per_second, "CRC/symbol", labels={"interface": iface}))
+    by_kind = rates_by(ctx, "infrapulse_nic_phy_errors_total", ("interface", "kind"))
+    for iface in sorted({iface for iface, _ in by_kind}):
+        for kind, note in PHY_ERROR_KINDS:
+            rate = by_kind.get((iface, kind))
+            if rate is not None:
+                out.append(Measurement(iface, rate.per_second, note, labels={"interface": iface, "kind": kind}))
+                break
+    ports = rdma_ports(ctx)
     for k, r in rates_by(ctx, "infrapulse_rdma_port_symbol_errors_total", PORT).items():
-        note = "symbol; counter saturated, true rate may be higher" if r.saturated else "symbol"
+        port = ports.get((k[0], k[1]))
+        if port is not None and port.roce:
+            continue  # the PMA counters of an Ethernet port are not its link health
+        note = "symbol errors; counter saturated, true rate may be higher" if r.saturated else "symbol errors"
         out.append(Measurement(port_name(k), r.per_second, note, labels=dict(zip(PORT, k))))
     return out
 
 
 def measure_link_flaps(ctx: Context) -> list[Measurement]:
+    """Flaps per switch port, per NIC and per InfiniBand port.
+
+    `link_downed` is an InfiniBand PMA counter, not meaningful on a RoCE (Ethernet) port: there
+    the NIC's `link_down_events_phy` of the port's netdev counts, through the NIC target."""
     out = []
     # A flap is down + up: two carrier transitions. A link that just went down counts as one.
     for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI, "event_window").items():
         out.append(Measurement(f"{k[0]} {k[1]}", float(math.ceil(r.increase / 2)), labels=dict(zip(SWI, k))))
+    ports = rdma_ports(ctx)
+    roce_netdevs = {p.netdev: p for p in ports.values() if p.roce and p.netdev}
+    for (iface,), r in rates_by(ctx, "infrapulse_nic_link_down_events_total", ("interface",), "event_window").items():
+        port = roce_netdevs.get(iface)
+        note = f"RoCE {port_name((port.device, port.port))}" if port is not None else ""
+        out.append(Measurement(iface, r.increase, note, labels={"interface": iface}))
     for k, r in rates_by(ctx, "infrapulse_rdma_port_link_downed_total", PORT, "event_window").items():
+        port = ports.get((k[0], k[1]))
+        if port is not None and port.roce:
+            continue
         out.append(Measurement(port_name(k), r.increase, labels=dict(zip(PORT, k))))
     return out
 
@@ -227,52 +267,60 @@ SIGNALS: list[Signal] = [
     Signal(
         name="pfc_pause_ratio",
         component="network",
-        title="PFC pause time ratio",
-        formula=("increase(pfc_pause_duration_seconds) / window, per port, priority and direction (switch "
-                 "and NIC)"),
+        title="Pause time ratio (PFC and 802.3x global pause)",
+        formula=("increase(pfc_pause_duration_seconds) / window per port, priority and direction (switch "
+                 "and NIC), and increase(nic_global_pause_duration_seconds) / window per NIC and direction"),
         unit=RATIO,
         window="window",
         good=0.005,
         bad=0.2,
         weight=3.0,
-        phrase="paused by PFC {value} of the time",
-        hint=("a lossless priority is being paused: find the congested receiver (PFC storm or a slow "
-              "host), check the PFC watchdog and buffer headroom"),
+        phrase="pause in effect {value} of the time",
+        hint=("a lossless priority (with 802.3x global pause: the whole link) is being paused: find the "
+              "congested receiver (PFC storm or a slow host), check the PFC watchdog and buffer headroom"),
         measure=measure_pfc_ratio,
         families=(
             "infrapulse_switch_pfc_pause_duration_seconds_total",
             "infrapulse_nic_pfc_pause_duration_seconds_total",
+            "infrapulse_nic_global_pause_duration_seconds_total",
         ),
         sources=("gnmi", "ethtool"),
         counters=(
             "infrapulse_switch_pfc_pause_duration_seconds_total",
             "infrapulse_nic_pfc_pause_duration_seconds_total",
+            "infrapulse_nic_global_pause_duration_seconds_total",
         ),
         critical=True,
     ),
     Signal(
         name="pfc_pause_frames_rate",
         component="network",
-        title="PFC pause frames per second",
-        formula=("rate(pfc_pause_frames) per port, priority and direction, where no pause duration is "
-                 "reported"),
+        title="Pause frames per second (where no pause time is reported)",
+        formula=("rate(pfc_pause_frames) per port, priority and direction, and rate(nic_global_pause_frames) "
+                 "per NIC and direction, where no pause duration is reported"),
         unit=PER_SECOND,
         window="window",
         good=50.0,
         bad=1000.0,
         weight=2.0,
-        phrase="{value} PFC pause frames",
-        hint=("a lossless priority is being paused: find the congested receiver (PFC storm or a slow "
-              "host), check the PFC watchdog and buffer headroom"),
+        phrase="{value} pause frames",
+        hint=("a lossless priority (with 802.3x global pause: the whole link) is being paused: find the "
+              "congested receiver (PFC storm or a slow host), check the PFC watchdog and buffer headroom"),
         measure=measure_pfc_frames,
         families=(
             "infrapulse_switch_pfc_pause_frames_total",
             "infrapulse_nic_pfc_pause_frames_total",
+            "infrapulse_nic_global_pause_frames_total",
             "infrapulse_switch_pfc_pause_duration_seconds_total",
             "infrapulse_nic_pfc_pause_duration_seconds_total",
+            "infrapulse_nic_global_pause_duration_seconds_total",
         ),
         sources=("gnmi", "ethtool"),
-        counters=("infrapulse_switch_pfc_pause_frames_total", "infrapulse_nic_pfc_pause_frames_total"),
+        counters=(
+            "infrapulse_switch_pfc_pause_frames_total",
+            "infrapulse_nic_pfc_pause_frames_total",
+            "infrapulse_nic_global_pause_frames_total",
+        ),
     ),
     Signal(
         name="pfc_storm_events",
@@ -323,20 +371,22 @@ SIGNALS: list[Signal] = [
         name="phy_error_rate",
         component="network",
         title="FCS / symbol error rate",
-        formula=("rate(switch_interface_fcs_errors) + rate(nic_phy_errors) summed over kinds + "
-                 "rate(rdma_port_symbol_errors), per interface"),
+        formula=("rate(switch_interface_fcs_errors) per switch port; rate(nic_phy_errors) of one kind per "
+                 "NIC (pcs_symbol, else crc, else symbol: never their sum); rate(rdma_port_symbol_errors) "
+                 "per InfiniBand port"),
         unit=PER_SECOND,
         window="window",
         good=0.01,
         bad=1.0,
         weight=2.0,
-        phrase="{value} FCS/symbol errors",
+        phrase="{value} link errors",
         hint="a bad cable, optic or connector: reseat or replace it and check the optic's DOM readings",
         measure=measure_phy_errors,
         families=(
             "infrapulse_switch_interface_fcs_errors_total",
             "infrapulse_nic_phy_errors_total",
             "infrapulse_rdma_port_symbol_errors_total",
+            "infrapulse_rdma_port_info",
         ),
         sources=NET,
         counters=(
@@ -350,7 +400,8 @@ SIGNALS: list[Signal] = [
         component="network",
         title="Link flaps",
         formula=("ceil(increase(switch_interface_carrier_transitions) / 2) per switch port, "
-                 "increase(rdma_port_link_downed) per RDMA port, over the event window"),
+                 "increase(nic_link_down_events) per NIC, increase(rdma_port_link_downed) per InfiniBand "
+                 "port (a RoCE port counts through its NIC), over the event window"),
         unit=COUNT,
         window="event_window",
         good=0.0,
@@ -362,11 +413,14 @@ SIGNALS: list[Signal] = [
         measure=measure_link_flaps,
         families=(
             "infrapulse_switch_interface_carrier_transitions_total",
+            "infrapulse_nic_link_down_events_total",
             "infrapulse_rdma_port_link_downed_total",
+            "infrapulse_rdma_port_info",
         ),
-        sources=("gnmi", "infiniband"),
+        sources=NET,
         counters=(
             "infrapulse_switch_interface_carrier_transitions_total",
+            "infrapulse_nic_link_down_events_total",
             "infrapulse_rdma_port_link_downed_total",
         ),
         critical=True,

@@ -78,7 +78,7 @@ SIGNALS: list[Signal] = [
         good=0.005,
         bad=0.2,
         weight=1.0,
-        phrase="paused by PFC {value} of the time",
+        phrase="pause in effect {value} of the time",
         hint=("the switch port serving this host is paused: this node (or its peer) cannot drain; check "
               "for a PFC storm from the NIC"),
         measure=_uplink("pfc_pause_ratio"),
