@@ -77,6 +77,11 @@ def render(body: dict, url: str, show_all: bool = False) -> str:
             out.append(f"     -> {d['hint']}")
     else:
         out.append("top detractors: none")
+    notes = body.get("coverage_notes") or []
+    if notes:
+        out.append("")
+        out.append("mappings that map to nothing (not in the score):")
+        out += [f"  {n['sentence']}" for n in notes]
     down = [s for s in body.get("sources", []) if not s["up"]]
     if down:
         out.append("")

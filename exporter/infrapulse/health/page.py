@@ -99,6 +99,16 @@ def detractor_list(detractors: list[dict]) -> str:
     return f'<ol id="detractor-list">{items}</ol>'
 
 
+def coverage_list(notes: list[dict]) -> str:
+    """Source instances whose mappings map to nothing (silent loss; not part of the score)."""
+    if not notes:
+        return ""
+    items = "".join(f'<li class="coverage-note" data-source="{_esc(n["source"])}" data-target="{_esc(n["target"])}">'
+                    f'{_esc(n["sentence"])}</li>' for n in notes)
+    return ('<h2>Mappings that map to nothing</h2><p class="hint">Not counted in the score: data these '
+            f'sources could not map is missing from it.</p><ul id="coverage-notes">{items}</ul>')
+
+
 def source_table(sources: list[dict], now: float) -> str:
     rows = []
     for st in sources:
@@ -163,6 +173,7 @@ def render(report: dict, sources: list[dict], history: list[tuple[float, float |
 <h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span)}
 <h2>Top detractors</h2><div id="detractors">{detractor_list(report["detractors"])}</div>
 {serving}
+{coverage_list(report.get("coverage_notes", []))}
 <h2>Sources</h2>{source_table(sources, now)}
 </body></html>"""
 

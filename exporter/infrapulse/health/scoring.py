@@ -18,6 +18,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from .coverage import CoverageNote
 from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
 from .signals import SIGNALS, Measurement, Signal
@@ -153,6 +154,8 @@ class Report:
     event_window_seconds: float
     latency: dict[str, EndpointLatency] = field(default_factory=dict)
     component_scores: dict[str, float | None] = field(default_factory=dict)  # published (smoothed)
+    # Source instances whose mappings map to nothing: shown beside the score, not part of it.
+    coverage_notes: list[CoverageNote] = field(default_factory=list)
 
 
 def status_of(score: float | None, cfg: dict) -> str:
@@ -316,4 +319,5 @@ def report_json(report: Report) -> dict:
             "critical": d.result.settings.critical, "sentence": d.sentence, "hint": d.result.signal.hint,
         } for d in report.detractors],
         "serving": {ep: lat.as_json() for ep, lat in sorted(report.latency.items())},
+        "coverage_notes": [note.as_json() for note in report.coverage_notes],
     }

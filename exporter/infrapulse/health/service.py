@@ -20,6 +20,7 @@ from ..http import LINKS_KEY, STATE_KEY, sources_status
 from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
+from .coverage import coverage_notes
 from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
 from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
@@ -92,6 +93,7 @@ class HealthService:
         report = evaluate(measured, self.config, self.settings, timestamp=now,
                           max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
         report.latency = self._latency
+        report.coverage_notes = coverage_notes(self.store)
         self._smooth(report, now)
         self.report = report
         self._json = None
