@@ -269,7 +269,7 @@ def _by_quantile(summary: dict[str, float | None] | None) -> dict[float, float |
 
 def _merged(snapshot: Snapshot, family: str) -> Histogram | None:
     series = snapshot.series.get(family)
-    return merge_histograms(list(series.values())) if series else None
+    return merge_histograms([h for h in series.values() if isinstance(h, Histogram)]) if series else None
 
 
 def _requests(snapshot: Snapshot, engine: str) -> float | None:
@@ -278,13 +278,15 @@ def _requests(snapshot: Snapshot, engine: str) -> float | None:
     series = snapshot.series.get(norm.REQUESTS.name)
     if series:
         for labels, value in series.items():
-            per_model[labels[2]] = per_model.get(labels[2], 0.0) + value
+            if not isinstance(value, Histogram):
+                per_model[labels[2]] = per_model.get(labels[2], 0.0) + value
     else:
         for family in (norm.E2E.name, norm.TTFT.name):
             hists = snapshot.series.get(family)
             if hists:
                 for labels, h in hists.items():
-                    per_model[labels[2]] = per_model.get(labels[2], 0.0) + h.count
+                    if isinstance(h, Histogram):
+                        per_model[labels[2]] = per_model.get(labels[2], 0.0) + h.count
                 break
     if not per_model:
         return None

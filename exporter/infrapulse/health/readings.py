@@ -34,27 +34,30 @@ class Series:
     value: Value
 
 
+SeriesKey = tuple[str, str, str, LabelValues]  # (family, source, target, label values)
+BornKey = tuple[str, str, str, str, LabelValues]  # (window kind,) + SeriesKey
+
+
 class _History(CounterHistory):
-    def first_point(self, key) -> tuple[float, float] | None:
+    def first_point(self, key: SeriesKey) -> tuple[float, float] | None:
         ring = self._points.get(key)
         return ring[0] if ring else None
 
-    def last_point(self, key) -> tuple[float, float] | None:
+    def last_point(self, key: SeriesKey) -> tuple[float, float] | None:
         ring = self._points.get(key)
         return ring[-1] if ring else None
 
 
 class Readings:
     def __init__(self, windows: dict[str, float], sparse: frozenset[str] = frozenset()) -> None:
-        self.windows = dict(windows)
         # Counter families whose series only appear once an event happened (absence = zero).
         self.sparse = sparse
         self.histories = {kind: _History(seconds, max_points=POINTS_PER_WINDOW + 8)
                           for kind, seconds in windows.items()}
         self._last_observed: dict[tuple[str, str, str], float] = {}
         # key -> (previous observation of its instance, first timestamp, first value)
-        self._born: dict[tuple, tuple[float, float, float]] = {}
-        self._rate_cache: dict[tuple, dict] = {}
+        self._born: dict[BornKey, tuple[float, float, float]] = {}
+        self._rate_cache: dict[tuple[str, tuple[str, ...], str], dict[tuple[str, ...], Rate]] = {}
         self._label_cache: dict[str, tuple[str, ...]] = {}
         self.store: Store | None = None
 
@@ -64,8 +67,8 @@ class Readings:
         """Observe every counter family in `counters` ({window kind: families}) from the store."""
         self.store = store
         self._rate_cache.clear()
-        live: dict[str, set] = {kind: set() for kind in counters}
-        live_instances = set()
+        live: dict[str, set[SeriesKey]] = {kind: set() for kind in counters}
+        live_instances: set[tuple[str, str]] = set()
         for (source, target), snap in store.snapshots():
             if source == HEALTH_SOURCE:
                 continue
@@ -94,8 +97,8 @@ class Readings:
             self.histories[kind].forget_missing(keys)
         for born in [b for b in self._born if b[1:] not in live.get(b[0], ())]:
             del self._born[born]
-        for key in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
-            del self._last_observed[key]
+        for observed in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
+            del self._last_observed[observed]
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -174,9 +177,6 @@ class Readings:
                     max(prev.seconds, rate.seconds), prev.saturated or rate.saturated, prev.resets + rate.resets)
         self._rate_cache[cache_key] = out
         return out
-
-    def has_family(self, family: str) -> bool:
-        return any(True for _ in self.series(family))
 
     def sources_present(self) -> set[str]:
         """Source names this instance runs (from their status or their data)."""

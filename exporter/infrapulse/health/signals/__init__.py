@@ -9,8 +9,6 @@ docs/health.md documents these definitions; tests/test_health_docs.py keeps them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 # The modules that declare the families the signals read: importing them fills the catalogue,
 # whose label names the readings use, whichever sources this instance runs.
 from ...sources.gnmi import families as _gnmi_families  # noqa: F401
@@ -38,10 +36,10 @@ SIGNALS: dict[str, Signal] = {
 }
 
 
-def counters_by_window(signals: Iterable[Signal] | None = None) -> dict[str, set[str]]:
+def counters_by_window() -> dict[str, set[str]]:
     """{window kind: counter families} the readings must keep history for."""
     out: dict[str, set[str]] = {"window": set(), "event_window": set()}
-    for s in (signals or SIGNALS.values()):
+    for s in SIGNALS.values():
         kind = s.window if s.window in out else "window"
         out[kind].update(s.counters)
     return out

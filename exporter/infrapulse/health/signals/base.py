@@ -36,10 +36,9 @@ class Context:
     readings: Readings
     hostname: str = ""
     latency: dict[str, EndpointLatency] = field(default_factory=dict)
-    window: float = 60.0
     slo: dict[str, float] = field(default_factory=lambda: {"ttft": 1.5, "itl": 0.05})
     # Measurements of signals already measured in this pass (topology reuses the network ones).
-    results: dict[str, list[Measurement]] = field(default_factory=dict)
+    results: dict[str, list[Measurement] | None] = field(default_factory=dict)
 
 
 # Units decide how values and thresholds are written in sentences.

@@ -3,9 +3,11 @@ GPUs, and GPUs idle while the node's serving engines queue requests."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ...sources.gpu.xid import APPLICATION_XIDS, CRITICAL_XIDS
+from ...store import Histogram
 from .base import (
     COUNT,
     FLAG,
@@ -27,8 +29,13 @@ THROTTLE_REASONS = frozenset({"hwslowdown", "hwthermal", "hwthermalslowdown", "h
                               "hwpowerbrakeslowdown", "swthermal", "swthermalslowdown"})
 
 
+def _number(value: float | Histogram) -> float:
+    """A gauge or counter value (GPU families are never histograms)."""
+    return float(value) if not isinstance(value, Histogram) else math.nan
+
+
 def known_gpus(ctx: Context) -> set[str]:
-    gpus = set()
+    gpus: set[str] = set()
     for family in ("infrapulse_gpu_info", "infrapulse_gpu_healthy", "infrapulse_gpu_utilization_ratio"):
         gpus.update(s.labels.get("gpu", "") for s in ctx.readings.series(family))
     gpus.discard("")
@@ -77,7 +84,7 @@ def measure_ecc(ctx: Context) -> list[Measurement]:
             continue
         gpu = series.labels.get("gpu", "")
         if series.labels.get("scope", "") == "volatile":
-            volatile[gpu] = volatile.get(gpu, 0.0) + float(series.value)
+            volatile[gpu] = volatile.get(gpu, 0.0) + _number(series.value)
         else:
             rate = ctx.readings.increase(series, "event_window")
             if rate is not None:
@@ -105,7 +112,7 @@ def measure_throttle(ctx: Context) -> list[Measurement]:
         reason = series.labels.get("reason", "")
         active.setdefault(gpu, [])
         normalised = "".join(ch for ch in reason.lower() if ch.isalnum())
-        if normalised in THROTTLE_REASONS and float(series.value) > 0:
+        if normalised in THROTTLE_REASONS and _number(series.value) > 0:
             active[gpu].append(reason)
     return [Measurement(gpu_name((gpu,)), 1.0 if reasons else 0.0, ", ".join(sorted(reasons)), labels={"gpu": gpu})
             for gpu, reasons in active.items()]
