@@ -56,10 +56,6 @@ class Feed:
                         snap.add(family, labels, value)
                 self.store.publish(source, target, snap, STALE)
                 self.store.record_success(source, target, 0.001)
-                if source == "serving":
-                    from infrapulse.health.latency import tracker_for
-
-                    tracker_for(self.store, 600.0).observe(target, "vllm", snap)
             if service is not None:
                 service.tick(ts)
         return self.store

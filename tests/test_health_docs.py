@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from infrapulse.health import reference
-from infrapulse.health.signals import APPLICATION_XIDS, CRITICAL_XIDS, SIGNALS
+from infrapulse.health.signals import SIGNALS
+from infrapulse.sources.gpu import xid
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "health.md"
 
@@ -21,8 +22,8 @@ def test_every_signal_and_xid_class_is_documented():
     for name, signal in SIGNALS.items():
         assert f"| {signal.component} | `{name}` |" in text
     xid_table = text.split("### XID classes", 1)[1].split("## Configuration", 1)[0]
-    for xid in sorted(CRITICAL_XIDS | APPLICATION_XIDS):
-        assert f"{xid} (" in xid_table, xid
+    for x in xid.XIDS:
+        assert f"| {x.code} | `{x.mnemonic}` |" in xid_table and f"| {x.xid_class} |" in xid_table, x.code
 
 
 def test_documented_api_keys_exist():

@@ -3,6 +3,12 @@ threshold (100), the bad threshold (0) and midway (50)."""
 
 from __future__ import annotations
 
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from health_fixtures import HOST, Feed, empty_histogram, latency_histogram, service_for, signal
@@ -58,8 +64,24 @@ def _fcs(f, x):
 
 
 def _nic_phy(f, x):
-    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "crc"), 0, x * 30)
-    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "symbol"), 0, x * 30)
+    # mlx5 counts one corrupted frame in crc, symbol and pcs_symbol alike: one kind is read.
+    for kind in ("crc", "symbol", "pcs_symbol"):
+        f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", kind), 386, 386 + x * 60)
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "transmit"), 0, 1e6)  # oversize tx drops
+
+
+def _ib_symbol(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_symbol_errors_total", PORT, 0, x * 60, "mlx5_0")
+
+
+def _nic_global_pause(f, x):
+    f.counter("ethtool", "infrapulse_nic_global_pause_duration_seconds_total", ("ens1f0np0", "tx"), 5961.28,
+              5961.28 + x * 60)
+
+
+def _global_pause_frames(f, x):
+    f.counter("ethtool", "infrapulse_nic_global_pause_frames_total", ("ens1f0np0", "rx"), 0, x * 60)
 
 
 def _flaps(f, x):
@@ -67,7 +89,14 @@ def _flaps(f, x):
 
 
 def _link_downed(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
     f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 3 + x, "mlx5_0")
+
+
+def _nic_link_down(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "Ethernet", "ens1f0np0"), 1, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 50, "mlx5_0")  # not on RoCE
+    f.counter("ethtool", "infrapulse_nic_link_down_events_total", ("ens1f0np0",), 7, 7 + x)
 
 
 def _gnmi_down(f, x):
@@ -137,6 +166,7 @@ def _idle(f, x):
 
 def _latency(family):
     def build(f, x):
+        f.gauge("serving", "infrapulse_llm_endpoint_up", EP[:2], 1, "llama")  # successful scrapes
         f.series("serving", family, EP, [empty_histogram(x), latency_histogram(x)], "llama")
     return build
 
@@ -183,13 +213,17 @@ CASES = [
     ("nic_ecn_marked_ratio", _nic_prio_ecn, "ens1f0np0 priority 3"),
     ("pfc_pause_ratio", _pfc_ratio, "leaf03 Ethernet12 priority 3 rx"),
     ("pfc_pause_ratio", _nic_pfc_ratio, "ens1f0np0 priority 3 rx"),
+    ("pfc_pause_ratio", _nic_global_pause, "ens1f0np0 global pause tx"),
     ("pfc_pause_frames_rate", _pfc_frames, "leaf03 Ethernet12 priority 3 rx"),
+    ("pfc_pause_frames_rate", _global_pause_frames, "ens1f0np0 global pause rx"),
     ("pfc_storm_events", _storms, "ens1f0np0"),
     ("queue_drop_ratio", _drops, "leaf03 Ethernet12 queue 3"),
     ("phy_error_rate", _fcs, "leaf03 Ethernet12"),
     ("phy_error_rate", _nic_phy, "ens1f0np0"),
+    ("phy_error_rate", _ib_symbol, "mlx5_0 port 1"),
     ("link_flaps", _flaps, "leaf03 Ethernet12"),
     ("link_flaps", _link_downed, "mlx5_0 port 1"),
+    ("link_flaps", _nic_link_down, "ens1f0np0"),
     ("gnmi_stream_down", _gnmi_down, "leaf03"),
     ("cnp_rate", _cnp, "mlx5_0 port 1"),
     ("retransmission_rate", _retrans, "mlx5_0 port 1"),
@@ -244,3 +278,22 @@ def test_signal_value_and_subscore(name, build, target, x, expected):
     assert worst.measurement.target == target
     assert worst.measurement.value == pytest.approx(x, rel=1e-6, abs=1e-9)
     assert result.score == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_signals_import_every_family_they_read_into_the_catalogue():
+    """Label names come from the catalogue alone: importing the signals (and nothing else, as in
+    a fresh interpreter) declares every family they read, with the labels the signals key on."""
+    code = ("import infrapulse.health.signals as s, infrapulse.catalog as c\n"
+            "print(sorted({f: c.get(f).labels for x in s.SIGNALS.values() for f in x.families + x.counters}"
+            ".items()))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "exporter")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    labels = dict(ast.literal_eval(out.stdout))
+    assert len(labels) == 46
+    assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")
+    assert labels["infrapulse_rdma_port_info"] == ("device", "port", "link_layer", "netdev")
+    assert labels["infrapulse_nic_global_pause_duration_seconds_total"] == ("interface", "direction")
+    assert labels["infrapulse_switch_lldp_neighbor_info"][:2] == ("switch", "interface")
+    assert labels["infrapulse_gpu_xid_errors_total"] == ("gpu", "uuid", "xid")
+    assert labels["infrapulse_llm_requests_total"][:4] == ("endpoint", "engine", "model", "outcome")

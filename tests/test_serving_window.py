@@ -6,14 +6,9 @@ import math
 
 import pytest
 
-from infrapulse.health.latency import (
-    QuantileTracker,
-    histogram_quantile,
-    merge_histograms,
-    serving_quantiles,
-    tracker_for,
-)
+from infrapulse.health.latency import QuantileTracker, histogram_quantile, merge_histograms
 from infrapulse.sources.serving import normalize as norm
+from infrapulse.sources.serving.source import PROCESS_START
 from infrapulse.store import Histogram, Snapshot, Store
 
 INF = math.inf
@@ -110,12 +105,47 @@ def test_window_argument_and_no_data_is_unknown():
     assert idle.quantiles()["ep"]["ttft"] is None  # no requests: unknown, not "fast"
 
 
-def test_serving_quantiles_by_store_and_merge():
+def _scrape(store: Store, endpoint: str, ts: float, ttft: Histogram | None, engine: str = "sglang",
+            started: float | None = None) -> None:
+    """What the serving source publishes: a successful scrape (endpoint_up 1, histograms, start
+    time) or, with ttft None, a failed one (endpoint_up 0 only)."""
+    s = Snapshot(timestamp=ts)
+    s.add(norm.ENDPOINT_UP, (endpoint, engine), 0.0 if ttft is None else 1.0)
+    if ttft is not None:
+        s.add(norm.TTFT, (endpoint, engine, "m") + KEY[3:], ttft)
+    if started is not None:
+        s.add(PROCESS_START, (endpoint, engine), started)
+    store.publish("serving", endpoint, s, 1e9)
+
+
+def test_tracker_observes_the_serving_snapshots_in_the_store():
     store = Store()
-    tracker = tracker_for(store, 300)
-    tracker.observe("a", "sglang", snap(0, hist([1, 0, 0, 0, 0], 0.05)))
-    tracker.observe("a", "sglang", snap(5, hist([3, 0, 0, 0, 0], 0.15)))
-    assert serving_quantiles(store)["a"]["ttft"]["count"] == 2
-    assert serving_quantiles(Store()) == {}
+    tracker = QuantileTracker(300)
+    _scrape(store, "a", 0, hist([1, 0, 0, 0, 0], 0.05), started=100.0)
+    tracker.observe_store(store)
+    tracker.observe_store(store)  # the same snapshot twice: one reading
+    _scrape(store, "a", 5, None)  # a failed scrape in between does not break the chain
+    tracker.observe_store(store)
+    _scrape(store, "a", 10, hist([3, 0, 0, 0, 0], 0.15), started=100.0)
+    tracker.observe_store(store)
+    q = tracker.quantiles()["a"]
+    assert q["engine"] == "sglang" and q["window"] == 10 and q["resets"] == 0
+    assert q["ttft"]["count"] == 2 and q["request_rate"] == pytest.approx(0.2)
+    # The published process start time moved: a restart although the counts grew.
+    _scrape(store, "a", 20, hist([0, 0, 0, 9, 0], 30.0), started=115.0)
+    tracker.observe_store(store)
+    q = tracker.quantiles()["a"]
+    assert q["resets"] == 1 and q["ttft"]["count"] == 2 + 9
+    latency = tracker.endpoint_latency(300)["a"]
+    assert latency.ttft[0.95] == pytest.approx(q["ttft"]["p95"]) and latency.resets == 1
+    assert latency.as_json()["ttft_seconds"]["p95"] == round(q["ttft"]["p95"], 6)
+    # Other sources are not serving endpoints; a removed endpoint is forgotten.
+    store.publish("gnmi", "a", Snapshot(timestamp=20), 1e9)
+    store.remove("serving", "a")
+    tracker.observe_store(store)
+    assert tracker.quantiles() == {} and QuantileTracker(300).quantiles() == {}
+
+
+def test_merge_histograms_on_common_bounds():
     merged = merge_histograms([hist([1, 2, 0, 0, 0], 1.0), hist([1, 1, 0], 2.0, bounds=(0.1, 1.0))])
     assert merged.buckets == ((0.1, 2.0), (1.0, 5.0), (INF, 5.0)) and merged.count == 5.0

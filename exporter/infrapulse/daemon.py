@@ -50,6 +50,7 @@ class Daemon:
         self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
         self.app_extensions: list[Callable[[web.Application], None]] = []
         self.services: list[asyncio.Task] = []
+        self.health: health_service.HealthService | None = None  # set by health_service.attach()
         self.on_reload: list[Callable[[dict], None]] = []
         self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
         self._runner: web.AppRunner | None = None

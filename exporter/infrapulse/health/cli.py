@@ -6,16 +6,18 @@ Exit codes gate scripts the way Nagios-style checks do: 0 healthy, 1 degraded, 2
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import urllib.error
 import urllib.request
+from typing import Any
 
 EXIT_CODES = {"healthy": 0, "degraded": 1, "critical": 2, "unknown": 3}
 DEFAULT_URL = "http://127.0.0.1:9477"
 
 
-def add_parser(subparsers) -> None:
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser(
         "score", help="print the health score of a running daemon (exit 0/1/2 healthy/degraded/critical)",
         description="Fetch /api/v1/health from a running infrapulse and print the score, its components, "
@@ -28,24 +30,29 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=cmd_score)
 
 
-def fetch(url: str, timeout: float) -> dict:
+def fetch(url: str, timeout: float) -> dict[str, Any]:
     endpoint = url.rstrip("/") + "/api/v1/health"
     request = urllib.request.Request(endpoint, headers={"Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - user-given URL
-        return json.loads(response.read().decode("utf-8"))
+        body = json.loads(response.read().decode("utf-8"))
+    if not isinstance(body, dict):
+        raise ValueError(f"{endpoint} did not answer a JSON object")
+    return body
 
 
-def _score(value) -> str:
+def _score(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
 def _table(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    def line(r: list[str]) -> str:
+        return "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+
     return [line(header), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
-def render(body: dict, url: str, show_all: bool = False) -> str:
+def render(body: dict[str, Any], url: str, show_all: bool = False) -> str:
     out = []
     status = body.get("status", "unknown")
     head = f"{body.get('host', '?')} ({url}): score {_score(body.get('score'))} {status.upper()}"
@@ -77,6 +84,11 @@ def render(body: dict, url: str, show_all: bool = False) -> str:
             out.append(f"     -> {d['hint']}")
     else:
         out.append("top detractors: none")
+    notes = body.get("coverage_notes") or []
+    if notes:
+        out.append("")
+        out.append("mappings that map to nothing (not in the score):")
+        out += [f"  {n['sentence']}" for n in notes]
     down = [s for s in body.get("sources", []) if not s["up"]]
     if down:
         out.append("")
@@ -87,7 +99,7 @@ def render(body: dict, url: str, show_all: bool = False) -> str:
     return "\n".join(out)
 
 
-def cmd_score(args) -> int:
+def cmd_score(args: argparse.Namespace) -> int:
     try:
         body = fetch(args.url, args.timeout)
     except (urllib.error.URLError, OSError, ValueError) as exc:

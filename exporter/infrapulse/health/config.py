@@ -7,6 +7,8 @@ Only the signals a user names are overridden.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
 
 COMPONENTS = ("network", "rdma", "gpu", "serving", "topology")
@@ -25,21 +27,21 @@ def _default_critical() -> list[str]:
     return [s.name for s in SIGNALS.values() if s.critical]
 
 
-def _check_weights(weights: dict, path: str) -> None:
+def _check_weights(weights: dict[str, Any], path: str) -> None:
     for name in weights:
         if name not in COMPONENTS:
             raise SchemaError(_join(path, f"weights.{name}"),
                               f"unknown component (known: {', '.join(COMPONENTS)})")
 
 
-def _check_signal_keys(mapping: dict, path: str) -> None:
+def _check_signal_keys(mapping: dict[str, Any], path: str) -> None:
     known = _signal_names()
     for name in mapping:
         if name not in known:
             raise SchemaError(f"{path}.{name}", f"unknown signal (known: {', '.join(known)})")
 
 
-def _check_thresholds(value: dict, path: str) -> None:
+def _check_thresholds(value: dict[str, Any], path: str) -> None:
     _check_signal_keys(value, path)
     for name, pair in value.items():
         if pair["good"] is not None and pair["bad"] is not None and pair["good"] == pair["bad"]:
@@ -50,8 +52,9 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _check(section: dict, path: str) -> None:
+def _check(section: dict[str, Any], path: str) -> None:
     _check_weights(section["weights"], path)
+    _check_thresholds(section["thresholds"], _join(path, "thresholds"))
     # Components the user did not name keep their default weight.
     section["weights"] = {**DEFAULT_COMPONENT_WEIGHTS, **section["weights"]}
     _check_signal_keys(section["signal_weights"], _join(path, "signal_weights"))
@@ -64,13 +67,6 @@ def _check(section: dict, path: str) -> None:
     levels = section["status_thresholds"]
     if levels["critical"] > levels["degraded"]:
         raise SchemaError(_join(path, "status_thresholds"), "critical must be <= degraded")
-
-
-class _Thresholds(MapOf):
-    def validate(self, value, path):
-        out = super().validate(value, path)
-        _check_thresholds(out, path)
-        return out
 
 
 THRESHOLD_PAIR = Section(
@@ -105,7 +101,7 @@ CONFIG = Section(
             "ttft_p95_seconds": Float("Time-to-first-token p95 objective.", default=1.5, min=0.001),
             "itl_p95_seconds": Float("Inter-token-latency p95 objective.", default=0.05, min=0.0001),
         }),
-        "thresholds": _Thresholds("Per-signal good/bad thresholds, e.g. "
+        "thresholds": MapOf("Per-signal good/bad thresholds, e.g. "
                                   "{ecn_marked_ratio: {good: 0.001, bad: 0.05}}.",
                                   value=THRESHOLD_PAIR, default={}),
         "critical_signals": ListOf("Signals that cap their component at their own sub-score, and the "

@@ -1,42 +1,46 @@
 """Windowed TTFT / ITL quantiles and request rate per serving endpoint, for the health score.
 
 These are NOT Prometheus series (dashboards use `histogram_quantile` on the exported
-histograms). The serving source feeds every successful scrape's normalised snapshot into a
-`QuantileTracker`; the health scorer reads it:
+histograms). The health service owns one `QuantileTracker`: every pass it observes the
+snapshots the serving source published (`observe_store`: successful scrapes only, with the
+engine label and `infrapulse_llm_process_start_time_seconds` they carry) and asks for its
+window (`endpoint_latency`). Nothing under sources/ imports this module.
 
-    from .latency import serving_quantiles
-    serving_quantiles(store)            # or the ServingSource instance; optional window=seconds
+    tracker = QuantileTracker(window=60)
+    tracker.observe_store(store)        # each health pass
+    tracker.quantiles(window=60)
     -> {"llama-70b": {
           "engine": "vllm",
-          "window": 297.5,               # seconds actually covered by the readings (<= window)
+          "window": 57.5,                # seconds actually covered by the readings (<= window)
           "ttft": {"p50": 0.21, "p95": 0.9, "p99": 1.7, "mean": 0.3, "count": 812.0} | None,
           "itl":  {... same keys ...} | None,
           "request_rate": 2.7 | None,    # finished requests per second over the window
           "resets": 0,                   # engine restarts seen inside the window
         }, ...}
+    tracker.endpoint_latency(60)        # the same as EndpointLatency values, for the score
 
 None means "unknown" (no requests in the window, or fewer than two readings), never "good".
 
 How the window is computed: consecutive cumulative histograms are differenced pair by pair,
 like Prometheus' increase(). A pair where any bucket or the count went down, the bucket
-layout changed, or `process_start_time_seconds` moved is an engine restart: that pair
-contributes the new cumulative counts (observations since the restart), never a negative
-delta — so a restart inside the window is not a latency spike. Quantiles interpolate linearly
-inside a bucket as histogram_quantile does; a quantile in the +Inf bucket reports the highest
-finite bound. Series of all models of an endpoint are merged on their common bucket bounds
-(request counts of Triton take the max over models: an ensemble counts each request once per
-step).
+layout changed, or the process start time moved is an engine restart: that pair contributes
+the new cumulative counts (observations since the restart), never a negative delta — so a
+restart inside the window is not a latency spike. Quantiles interpolate linearly inside a
+bucket as histogram_quantile does; a quantile in the +Inf bucket reports the highest finite
+bound. Series of all models of an endpoint are merged on their common bucket bounds (request
+counts of Triton take the max over models: an ensemble counts each request once per step).
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from ..rates import counter_increase
 from ..sources.serving import normalize as norm
+from ..sources.serving.source import PROCESS_START, ServingSource
 from ..store import Histogram, Snapshot, Store
 
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
@@ -129,11 +133,11 @@ def windowed_delta(readings: list[Histogram | None], restarted: list[bool]) -> t
     return Histogram(tuple(sorted(acc.items())), acc_sum, acc_count), resets
 
 
-def summarise(h: Histogram | None) -> dict | None:
+def summarise(h: Histogram | None) -> dict[str, float | None] | None:
     if h is None or h.count <= 0:
         return None
     buckets = list(h.buckets)
-    out = {name: histogram_quantile(q, buckets) for name, q in QUANTILES}
+    out: dict[str, float | None] = {name: histogram_quantile(q, buckets) for name, q in QUANTILES}
     out["mean"] = h.sum / h.count
     out["count"] = h.count
     return out
@@ -154,7 +158,7 @@ class EndpointWindow:
         while len(self.readings) > 2 and self.readings[1].timestamp <= horizon:
             self.readings.popleft()
 
-    def summary(self, window: float | None = None) -> dict:
+    def summary(self, window: float | None = None) -> dict[str, Any]:
         readings = list(self.readings)
         if window is not None and readings:
             horizon = readings[-1].timestamp - window
@@ -181,11 +185,17 @@ class EndpointWindow:
 
 
 class QuantileTracker:
-    """Readings of every endpoint of one serving source over the health window."""
+    """Readings of every serving endpoint over the health window; the health service owns one."""
 
     def __init__(self, window: float = 300.0) -> None:
         self.window = window
         self.endpoints: dict[str, EndpointWindow] = {}
+
+    def set_window(self, window: float) -> None:
+        """A new health.window (config reload): the readings kept so far stay."""
+        self.window = window
+        for w in self.endpoints.values():
+            w.window = window
 
     def observe(self, endpoint: str, engine: str, snapshot: Snapshot, started: float | None = None) -> None:
         window = self.endpoints.get(endpoint)
@@ -195,16 +205,71 @@ class QuantileTracker:
         window.observe(Reading(snapshot.timestamp, _merged(snapshot, norm.TTFT.name),
                                _merged(snapshot, norm.ITL.name), _requests(snapshot, engine), started))
 
+    def observe_store(self, store: Store) -> None:
+        """Observe the latest snapshot of every serving endpoint in `store`.
+
+        Only successful scrapes count (endpoint_up 1): a failed one carries no histograms, and a
+        gap must not break the chain of deltas. A snapshot already seen is ignored (same
+        timestamp), so calling this more often than the endpoint is scraped is harmless.
+        Endpoints whose snapshot left the store (stale, or the endpoint was removed) are
+        forgotten."""
+        live = set()
+        for (source, target), snapshot in store.snapshots():
+            if source != ServingSource.name:
+                continue
+            live.add(target)
+            up = snapshot.series.get(norm.ENDPOINT_UP.name) or {}
+            engine = next((labels[1] for labels, value in up.items() if value == 1.0), None)
+            if engine is None:
+                continue
+            started = next(iter((snapshot.series.get(PROCESS_START.name) or {}).values()), None)
+            self.observe(target, engine, snapshot, None if isinstance(started, Histogram) else started)
+        for endpoint in [e for e in self.endpoints if e not in live]:
+            self.forget(endpoint)
+
     def forget(self, endpoint: str) -> None:
         self.endpoints.pop(endpoint, None)
 
-    def quantiles(self, window: float | None = None) -> dict[str, dict]:
+    def quantiles(self, window: float | None = None) -> dict[str, dict[str, Any]]:
         return {name: w.summary(window) for name, w in sorted(self.endpoints.items())}
+
+    def endpoint_latency(self, window: float | None = None) -> dict[str, EndpointLatency]:
+        """Per endpoint over the last `window` seconds, as the score reads it."""
+        out = {}
+        for endpoint, s in self.quantiles(window).items():
+            out[endpoint] = EndpointLatency(endpoint, _by_quantile(s["ttft"]), _by_quantile(s["itl"]),
+                                            s["request_rate"], s["window"], s["engine"], s["resets"])
+        return out
+
+
+@dataclass(frozen=True)
+class EndpointLatency:
+    endpoint: str
+    ttft: dict[float, float | None]  # quantile -> seconds (None: no requests in the window)
+    itl: dict[float, float | None]
+    requests_per_second: float | None
+    window_seconds: float
+    engine: str = ""
+    resets: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        def q(by_quantile: dict[float, float | None]) -> dict[str, float | None]:
+            values = {name: by_quantile.get(quantile) for name, quantile in QUANTILES}
+            return {name: None if v is None else round(v, 6) for name, v in values.items()}
+
+        return {"engine": self.engine, "ttft_seconds": q(self.ttft), "itl_seconds": q(self.itl),
+                "requests_per_second": None if self.requests_per_second is None
+                else round(self.requests_per_second, 4),
+                "window_seconds": round(self.window_seconds, 3), "restarts": self.resets}
+
+
+def _by_quantile(summary: dict[str, float | None] | None) -> dict[float, float | None]:
+    return {q: (summary or {}).get(name) for name, q in QUANTILES}
 
 
 def _merged(snapshot: Snapshot, family: str) -> Histogram | None:
     series = snapshot.series.get(family)
-    return merge_histograms(list(series.values())) if series else None
+    return merge_histograms([h for h in series.values() if isinstance(h, Histogram)]) if series else None
 
 
 def _requests(snapshot: Snapshot, engine: str) -> float | None:
@@ -213,42 +278,19 @@ def _requests(snapshot: Snapshot, engine: str) -> float | None:
     series = snapshot.series.get(norm.REQUESTS.name)
     if series:
         for labels, value in series.items():
-            per_model[labels[2]] = per_model.get(labels[2], 0.0) + value
+            if not isinstance(value, Histogram):
+                per_model[labels[2]] = per_model.get(labels[2], 0.0) + value
     else:
         for family in (norm.E2E.name, norm.TTFT.name):
             hists = snapshot.series.get(family)
             if hists:
                 for labels, h in hists.items():
-                    per_model[labels[2]] = per_model.get(labels[2], 0.0) + h.count
+                    if isinstance(h, Histogram):
+                        per_model[labels[2]] = per_model.get(labels[2], 0.0) + h.count
                 break
     if not per_model:
         return None
     return max(per_model.values()) if engine in ("triton", "trtllm") else sum(per_model.values())
 
 
-# One tracker per store: the health scorer only holds the store.
-_TRACKERS: weakref.WeakKeyDictionary[Store, QuantileTracker] = weakref.WeakKeyDictionary()
-
-
-def tracker_for(store: Store, window: float) -> QuantileTracker:
-    tracker = _TRACKERS.get(store)
-    if tracker is None:
-        tracker = _TRACKERS[store] = QuantileTracker(window)
-    tracker.window = window
-    for w in tracker.endpoints.values():
-        w.window = window
-    return tracker
-
-
-def serving_quantiles(store_or_source, window: float | None = None) -> dict[str, dict]:
-    """Windowed p50/p95/p99 TTFT and ITL and the request rate per endpoint (see module doc)."""
-    tracker = getattr(store_or_source, "tracker", None)
-    if not isinstance(tracker, QuantileTracker):
-        tracker = _TRACKERS.get(store_or_source)
-    if tracker is None:
-        return {}
-    return tracker.quantiles(window)
-
-
-__all__ = ["QuantileTracker", "histogram_quantile", "merge_histograms", "serving_quantiles", "tracker_for",
-           "windowed_delta"]
+__all__ = ["EndpointLatency", "QuantileTracker", "histogram_quantile", "merge_histograms", "windowed_delta"]

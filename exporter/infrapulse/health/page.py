@@ -10,7 +10,8 @@ from __future__ import annotations
 import html
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .. import __version__
 
@@ -69,7 +70,7 @@ def sparkline_svg(points: Iterable[tuple[float, float | None]], now: float, span
             f'<line x1="0" y1="{guide:.1f}" x2="{width}" y2="{guide:.1f}" stroke="#eeeeee"/>{lines}</svg>')
 
 
-def component_bars(components: list[dict]) -> str:
+def component_bars(components: list[dict[str, Any]]) -> str:
     rows = []
     for comp in components:
         if not comp["applicable"]:
@@ -89,7 +90,7 @@ def component_bars(components: list[dict]) -> str:
     return "".join(rows) or '<p class="empty">No component has data yet.</p>'
 
 
-def detractor_list(detractors: list[dict]) -> str:
+def detractor_list(detractors: list[dict[str, Any]]) -> str:
     if not detractors:
         return '<p class="empty">Nothing is pulling the score down.</p>'
     items = "".join(
@@ -99,7 +100,17 @@ def detractor_list(detractors: list[dict]) -> str:
     return f'<ol id="detractor-list">{items}</ol>'
 
 
-def source_table(sources: list[dict], now: float) -> str:
+def coverage_list(notes: list[dict[str, Any]]) -> str:
+    """Source instances whose mappings map to nothing (silent loss; not part of the score)."""
+    if not notes:
+        return ""
+    items = "".join(f'<li class="coverage-note" data-source="{_esc(n["source"])}" data-target="{_esc(n["target"])}">'
+                    f'{_esc(n["sentence"])}</li>' for n in notes)
+    return ('<h2>Mappings that map to nothing</h2><p class="hint">Not counted in the score: data these '
+            f'sources could not map is missing from it.</p><ul id="coverage-notes">{items}</ul>')
+
+
+def source_table(sources: list[dict[str, Any]], now: float) -> str:
     rows = []
     for st in sources:
         age = f"{now - st['last_success']:.0f}s ago" if st["last_success"] else "never"
@@ -128,8 +139,8 @@ a{color:#1565c0}
 """
 
 
-def render(report: dict, sources: list[dict], history: list[tuple[float, float | None]], span: float,
-           hostname: str, role: str, links: list[tuple[str, str]] = ()) -> str:
+def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]], span: float,
+           hostname: str, role: str, links: Sequence[tuple[str, str]] = ()) -> str:
     now = time.time()
     score, status = report["score"], report["status"]
     capped = ""
@@ -163,6 +174,7 @@ def render(report: dict, sources: list[dict], history: list[tuple[float, float |
 <h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span)}
 <h2>Top detractors</h2><div id="detractors">{detractor_list(report["detractors"])}</div>
 {serving}
+{coverage_list(report.get("coverage_notes", []))}
 <h2>Sources</h2>{source_table(sources, now)}
 </body></html>"""
 

@@ -101,7 +101,7 @@ or
 ((role:infrapulse_health_score:min + {CLUSTER_HEADROOM}) and role:infrapulse_health_score:weighted_mean)"""
 
 
-def recording_rules(window: str = "1m") -> list[dict]:
+def recording_rules(window: str = "1m") -> list[dict[str, str]]:
     """The rules as Prometheus rule-file entries (record name -> expression), in dependency order."""
     return [
         {"record": "instance:infrapulse_health_uplink_ecn_marked_ratio:max", "expr": uplink_ecn_marked_ratio(window)},

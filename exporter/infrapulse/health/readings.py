@@ -5,9 +5,8 @@ families the signals need into one `CounterHistory` per window length (so counte
 32/64-bit wraps and saturated legacy counters are handled once, in infrapulse.rates), and
 signals then ask for the labels, the latest value or the windowed increase of a series.
 
-Label names come from the catalogue when the producing source has declared the family, and
-from the names fixed in the source issues otherwise, so the score works with whichever
-sources this instance runs.
+Label names come from the catalogue (`catalog.get(name).labels`): the signals package imports
+the modules that declare every family it reads, so they are known whichever sources run.
 """
 
 from __future__ import annotations
@@ -35,29 +34,30 @@ class Series:
     value: Value
 
 
+SeriesKey = tuple[str, str, str, LabelValues]  # (family, source, target, label values)
+BornKey = tuple[str, str, str, str, LabelValues]  # (window kind,) + SeriesKey
+
+
 class _History(CounterHistory):
-    def first_point(self, key) -> tuple[float, float] | None:
+    def first_point(self, key: SeriesKey) -> tuple[float, float] | None:
         ring = self._points.get(key)
         return ring[0] if ring else None
 
-    def last_point(self, key) -> tuple[float, float] | None:
+    def last_point(self, key: SeriesKey) -> tuple[float, float] | None:
         ring = self._points.get(key)
         return ring[-1] if ring else None
 
 
 class Readings:
-    def __init__(self, windows: dict[str, float], expected_labels: dict[str, tuple[str, ...]],
-                 sparse: frozenset[str] = frozenset()) -> None:
-        self.windows = dict(windows)
-        self.expected_labels = expected_labels
+    def __init__(self, windows: dict[str, float], sparse: frozenset[str] = frozenset()) -> None:
         # Counter families whose series only appear once an event happened (absence = zero).
         self.sparse = sparse
         self.histories = {kind: _History(seconds, max_points=POINTS_PER_WINDOW + 8)
                           for kind, seconds in windows.items()}
         self._last_observed: dict[tuple[str, str, str], float] = {}
         # key -> (previous observation of its instance, first timestamp, first value)
-        self._born: dict[tuple, tuple[float, float, float]] = {}
-        self._rate_cache: dict[tuple, dict] = {}
+        self._born: dict[BornKey, tuple[float, float, float]] = {}
+        self._rate_cache: dict[tuple[str, tuple[str, ...], str], dict[tuple[str, ...], Rate]] = {}
         self._label_cache: dict[str, tuple[str, ...]] = {}
         self.store: Store | None = None
 
@@ -67,8 +67,8 @@ class Readings:
         """Observe every counter family in `counters` ({window kind: families}) from the store."""
         self.store = store
         self._rate_cache.clear()
-        live: dict[str, set] = {kind: set() for kind in counters}
-        live_instances = set()
+        live: dict[str, set[SeriesKey]] = {kind: set() for kind in counters}
+        live_instances: set[tuple[str, str]] = set()
         for (source, target), snap in store.snapshots():
             if source == HEALTH_SOURCE:
                 continue
@@ -97,8 +97,8 @@ class Readings:
             self.histories[kind].forget_missing(keys)
         for born in [b for b in self._born if b[1:] not in live.get(b[0], ())]:
             del self._born[born]
-        for key in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
-            del self._last_observed[key]
+        for observed in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
+            del self._last_observed[observed]
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -107,8 +107,8 @@ class Readings:
         if names is None:
             try:
                 declared = catalog.get(family)
-            except KeyError:  # its source is not loaded (yet): use the names fixed in the issues
-                return self.expected_labels.get(family, ())
+            except KeyError:
+                raise KeyError(f"health reads {family}, which no imported module declares") from None
             names = self._label_cache[family] = declared.labels + declared.optional_labels
         return names
 
@@ -177,9 +177,6 @@ class Readings:
                     max(prev.seconds, rate.seconds), prev.saturated or rate.saturated, prev.resets + rate.resets)
         self._rate_cache[cache_key] = out
         return out
-
-    def has_family(self, family: str) -> bool:
-        return any(True for _ in self.series(family))
 
     def sources_present(self) -> set[str]:
         """Source names this instance runs (from their status or their data)."""

@@ -1,4 +1,4 @@
-"""The generated parts of docs/health.md: the signal table and the PromQL rules.
+"""The generated parts of docs/health.md: the signal table, the XID classes and the PromQL rules.
 
 docs/health.md holds these between marker comments; tests/test_health_docs.py fails when the
 committed text drifts from the code, and `python -m infrapulse.health.reference` rewrites them.
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import yaml
 
+from ..sources.gpu import xid
 from . import promql
 from .config import DEFAULT_COMPONENT_WEIGHTS
 from .reasons import format_threshold
-from .signals import APPLICATION_XIDS, CRITICAL_XIDS, SIGNALS
+from .signals import SIGNALS
 
 WINDOW_TEXT = {"window": "window (1m)", "event_window": "event_window (5m)", "instant": "latest value"}
 
@@ -31,8 +32,23 @@ def signal_table() -> str:
                     f"{s.weight:g} | {'yes' if s.critical else ''} |")
     weights = ", ".join(f"{k} {v:g}" for k, v in DEFAULT_COMPONENT_WEIGHTS.items())
     rows.append("")
-    rows.append(f"Component weights: {weights}. Critical XIDs: {', '.join(map(str, sorted(CRITICAL_XIDS)))}; "
-                f"application XIDs (not scored): {', '.join(map(str, sorted(APPLICATION_XIDS)))}.")
+    rows.append(f"Component weights: {weights}. Critical XIDs: {', '.join(map(str, sorted(xid.CRITICAL_XIDS)))}; "
+                f"application XIDs (not scored): {', '.join(map(str, sorted(xid.APPLICATION_XIDS)))}.")
+    return "\n".join(rows)
+
+
+XID_SCORED_AS = {xid.CRITICAL: "`xid_critical` (critical signal)", xid.APPLICATION: "not scored",
+                 xid.OTHER: "`xid_other`, as every XID not listed"}
+
+
+def xid_table() -> str:
+    """Every XID of sources/gpu/xid.py: the class decides the signal and the alert."""
+    rows = ["| XID | driver name | meaning | NVIDIA's immediate action | class | scored as |",
+            "| --- | --- | --- | --- | --- | --- |"]
+    order = {xid.CRITICAL: 0, xid.APPLICATION: 1, xid.OTHER: 2}
+    for x in sorted(xid.XIDS, key=lambda x: (order[x.xid_class], x.code)):
+        rows.append(f"| {x.code} | `{x.mnemonic}` | {x.meaning} | `{x.action}` | {x.xid_class} | "
+                    f"{XID_SCORED_AS[x.xid_class]} |")
     return "\n".join(rows)
 
 
@@ -49,7 +65,7 @@ def promql_rules() -> str:
     return text
 
 
-SECTIONS = {"signals": signal_table, "promql": promql_rules}
+SECTIONS = {"signals": signal_table, "xids": xid_table, "promql": promql_rules}
 
 
 def render(doc: str) -> str:

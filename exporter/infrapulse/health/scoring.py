@@ -16,9 +16,12 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-from .quantiles import EndpointLatency
+from .coverage import CoverageNote
+from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
 from .signals import SIGNALS, Measurement, Signal
 
@@ -53,7 +56,7 @@ class Settings:
     window_seconds: float
 
 
-def resolve_settings(cfg: dict) -> dict[str, Settings]:
+def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
     """Signal defaults overlaid with the `health:` config (thresholds, SLOs, weights, critical)."""
     overrides = cfg.get("thresholds", {})
     slo = cfg.get("slo", {})
@@ -153,9 +156,11 @@ class Report:
     event_window_seconds: float
     latency: dict[str, EndpointLatency] = field(default_factory=dict)
     component_scores: dict[str, float | None] = field(default_factory=dict)  # published (smoothed)
+    # Source instances whose mappings map to nothing: shown beside the score, not part of it.
+    coverage_notes: list[CoverageNote] = field(default_factory=list)
 
 
-def status_of(score: float | None, cfg: dict) -> str:
+def status_of(score: float | None, cfg: dict[str, Any]) -> str:
     if score is None:
         return UNKNOWN
     levels = cfg.get("status_thresholds", {"degraded": 80.0, "critical": 50.0})
@@ -171,7 +176,7 @@ def _weighted(pairs: list[tuple[float, float]]) -> float | None:
     return sum(w * v for w, v in pairs) / total if total > 0 else None
 
 
-def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict,
+def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
              settings: dict[str, Settings] | None = None, timestamp: float | None = None,
              max_detractors: int | None = None) -> Report:
     """Score one pass. `measured[name]` is None when the signal does not apply here."""
@@ -193,24 +198,25 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict,
         comp.signals.append(result)
 
     for comp in components.values():
-        known = [s for s in comp.signals if s.known]
+        known = [(s, s.targets[0].score) for s in comp.signals if s.known]  # a known signal has targets
         applicable = [s for s in comp.signals if s.applicable and s.enabled]
         total = sum(s.settings.weight for s in applicable)
-        comp.coverage = sum(s.settings.weight for s in known) / total if total > 0 else 0.0
-        comp.mean = _weighted([(s.settings.weight, s.score) for s in known])
+        comp.coverage = sum(s.settings.weight for s, _ in known) / total if total > 0 else 0.0
+        comp.mean = _weighted([(s.settings.weight, score) for s, score in known])
         comp.score = comp.mean
-        critical = [s for s in known if s.settings.critical]
+        critical = [(s, score) for s, score in known if s.settings.critical]
         if comp.mean is not None and critical:
-            worst = min(critical, key=lambda s: s.score)
-            if worst.score < comp.mean:
-                comp.score = worst.score
+            worst, worst_score = min(critical, key=lambda pair: pair[1])
+            if worst_score < comp.mean:
+                comp.score = worst_score
                 comp.capped_by = worst.signal.name
 
-    scored = [c for c in components.values() if c.score is not None and c.weight > 0]
-    raw = _weighted([(c.weight, c.score) for c in scored])
-    applicable = [c for c in components.values() if c.applicable and c.weight > 0]
-    total_weight = sum(c.weight for c in applicable)
-    coverage = sum(c.weight * c.coverage for c in applicable) / total_weight if total_weight > 0 else 0.0
+    scored_components = [(c.weight, c.score) for c in components.values() if c.score is not None and c.weight > 0]
+    raw = _weighted(scored_components)
+    applicable_components = [c for c in components.values() if c.applicable and c.weight > 0]
+    total_weight = sum(c.weight for c in applicable_components)
+    coverage = (sum(c.weight * c.coverage for c in applicable_components) / total_weight
+                if total_weight > 0 else 0.0)
     firing = sorted(s.signal.name for c in components.values() for s in c.signals if s.firing)
     cap = float(cfg.get("critical_cap", 40.0))
     score = raw
@@ -237,7 +243,8 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
     if total <= 0:
         return []
 
-    def candidates():
+    def candidates() -> Iterator[tuple[tuple[int, float, float, str, str], ComponentResult, SignalResult,
+                                       TargetScore, float]]:
         for comp in known:
             signals = [s for s in comp.signals if s.known]
             weight_sum = sum(s.settings.weight for s in signals)
@@ -265,14 +272,14 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _target_json(result: SignalResult, t: TargetScore) -> dict:
+def _target_json(result: SignalResult, t: TargetScore) -> dict[str, Any]:
     unit = result.signal.unit
     return {"target": t.measurement.target, "value": t.measurement.value,
             "value_text": format_value(unit, t.measurement.value), "score": _round(t.score),
             "note": t.measurement.note, "labels": t.measurement.labels}
 
 
-def signal_json(result: SignalResult, worst: int = 3) -> dict:
+def signal_json(result: SignalResult, worst: int = 3) -> dict[str, Any]:
     s, st = result.signal, result.settings
     worst_target = result.worst
     return {
@@ -290,7 +297,7 @@ def signal_json(result: SignalResult, worst: int = 3) -> dict:
     }
 
 
-def report_json(report: Report) -> dict:
+def report_json(report: Report) -> dict[str, Any]:
     components = []
     for name, comp in report.components.items():
         components.append({
@@ -316,4 +323,5 @@ def report_json(report: Report) -> dict:
             "critical": d.result.settings.critical, "sentence": d.sentence, "hint": d.result.signal.hint,
         } for d in report.detractors],
         "serving": {ep: lat.as_json() for ep, lat in sorted(report.latency.items())},
+        "coverage_notes": [note.as_json() for note in report.coverage_notes],
     }

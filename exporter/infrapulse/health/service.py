@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from collections import deque
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -20,12 +21,16 @@ from ..http import LINKS_KEY, STATE_KEY, sources_status
 from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
+from .coverage import coverage_notes
 from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
-from .quantiles import endpoint_latency
+from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import Report, evaluate, report_json, resolve_settings, status_of
-from .signals import EXPECTED_LABELS, SIGNALS, SPARSE_COUNTERS, Context, counters_by_window
+from .signals import SIGNALS, SPARSE_COUNTERS, Context, Measurement, counters_by_window
 from .smoothing import Smoother
+
+if TYPE_CHECKING:
+    from ..daemon import Daemon
 
 log = logging.getLogger("infrapulse.health")
 
@@ -34,43 +39,46 @@ HISTORY_STEP_SECONDS = 10.0  # one sparkline point per 10 s at most
 
 
 class HealthService:
-    def __init__(self, store: Store, config: dict, hostname: str, interval: float) -> None:
+    def __init__(self, store: Store, config: dict[str, Any], hostname: str, interval: float) -> None:
         self.store = store
         self.hostname = hostname
         self.interval = interval
         self.history: deque[tuple[float, float | None]] = deque()
         self.report: Report | None = None
-        self._json: dict | None = None
+        self._json: dict[str, Any] | None = None
+        # Windowed TTFT/ITL per serving endpoint: fed from the store every pass, kept across reloads.
+        self.latency = QuantileTracker(config["window"])
         self.configure(config)
 
     # -- configuration -------------------------------------------------------------------------
 
-    def configure(self, config: dict) -> None:
+    def configure(self, config: dict[str, Any]) -> None:
         """(Re)build everything that depends on the `health:` section. History is kept."""
         self.config = config
         self.settings = resolve_settings(config)
         self.readings = Readings({"window": config["window"], "event_window": config["event_window"]},
-                                 EXPECTED_LABELS, SPARSE_COUNTERS)
+                                 SPARSE_COUNTERS)
         self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
         self.counters = counters_by_window()
+        self.latency.set_window(config["window"])
         span = config["history"]
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
-    def on_reload(self, full_config: dict) -> None:
+    def on_reload(self, full_config: dict[str, Any]) -> None:
         self.interval = full_config["health"]["interval"] or full_config["interval"]
         if full_config["health"] != self.config:
             self.configure(full_config["health"])
 
     # -- one pass ------------------------------------------------------------------------------
 
-    def measure(self) -> dict[str, list | None]:
+    def measure(self) -> dict[str, list[Measurement] | None]:
         self.readings.update(self.store, self.counters)
+        self.latency.observe_store(self.store)
         cfg = self.config
-        ctx = Context(self.readings, hostname=self.hostname, latency=endpoint_latency(self.store, cfg["window"]),
-                      window=cfg["window"],
+        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoint_latency(cfg["window"]),
                       slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
         present = self.readings.sources_present()
-        measured: dict[str, list | None] = {}
+        measured: dict[str, list[Measurement] | None] = {}
         for name, signal in SIGNALS.items():
             if not signal.applicable(present):
                 measured[name] = None
@@ -88,6 +96,7 @@ class HealthService:
         report = evaluate(measured, self.config, self.settings, timestamp=now,
                           max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
         report.latency = self._latency
+        report.coverage_notes = coverage_notes(self.store)
         self._smooth(report, now)
         self.report = report
         self._json = None
@@ -120,11 +129,10 @@ class HealthService:
             snap.add(DETRACTOR, (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
         self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
-    def as_json(self) -> dict:
-        if self.report is None:
-            self.tick()
+    def as_json(self) -> dict[str, Any]:
+        report = self.report if self.report is not None else self.tick()
         if self._json is None:
-            body = report_json(self.report)
+            body = report_json(report)
             body["detractors"] = body["detractors"][: self.config["detractors"]]
             self._json = body
         return {**self._json, "host": self.hostname, "sources": sources_status(self.store)}
@@ -155,15 +163,17 @@ class HealthService:
             body = self.as_json()
             state = request.app.get(STATE_KEY)
             role_name = state.role if state is not None else ""
+            stored = request.app.get(LINKS_KEY)
+            links: list[tuple[str, str]] = list(stored) if stored else []
             text = page.render(body, body["sources"], list(self.history), self.config["history"],
-                               self.hostname, role_name, request.app.get(LINKS_KEY, []))
+                               self.hostname, role_name, links)
             return web.Response(text=text, content_type="text/html")
 
         app.router.add_get("/api/v1/health", health)
         app.router.add_get("/", status_page)
 
 
-def attach(daemon) -> HealthService | None:
+def attach(daemon: Daemon) -> HealthService | None:
     """Start scoring inside `daemon`: a background task, /api/v1/health and the page at `/`."""
     cfg = daemon.config["health"]
     if not cfg["enabled"]:

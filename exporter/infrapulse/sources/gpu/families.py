@@ -165,20 +165,7 @@ def add_clock_events(snap: Snapshot, gpu: str, uuid: str, mask: int, supported: 
             snap.add(CLOCK_EVENT, (gpu, uuid, reason) + optional, 1.0 if mask & bit else 0.0)
 
 
-# XID codes worth a name in logs and docs (NVIDIA's XID catalogue; see docs/gpu.md).
-XID_CRITICAL = {
-    48: "double-bit ECC error",
-    63: "ECC page retirement or row remapping recorded",
-    64: "ECC page retirement or row remapper failure",
-    74: "NVLink error",
-    79: "GPU has fallen off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    140: "unrecovered ECC error",
-}
+# XID codes, their meanings and classes (critical, application, other): xid.py.
 
 
 # -- ownership ------------------------------------------------------------------------------

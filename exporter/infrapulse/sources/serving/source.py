@@ -6,8 +6,8 @@ delays another. Per scrape: fetch `/metrics` (`infrapulse.scrape`), detect the e
 metric prefixes unless configured, map into the common schema (`normalize`), report what the
 mapping yields per family (`coverage`: a promised family missing or an engine family nobody
 reads shows in infrapulse_source_mapping_series and /api/v1/sources), add
-`infrapulse_llm_endpoint_up`, publish, and feed the windowed quantiles the health score reads
-(`serving_window.serving_quantiles`). A failed scrape publishes only `endpoint_up 0` (the
+`infrapulse_llm_endpoint_up` and the engine's process start time (the health score's latency
+windows read both), and publish. A failed scrape publishes only `endpoint_up 0` (the
 engine's series vanish rather than go stale) and records the reason on
 `infrapulse_source_up{source="serving",target=<endpoint>}`.
 
@@ -198,8 +198,8 @@ class ServingSource(Source):
             "enabled": Bool("Scrape the configured endpoints (the source only runs when there are some).",
                             default=True),
             "endpoints": ListOf("Serving endpoints to scrape.", item=ENDPOINT, default=[]),
-            "history": Duration("How long TTFT/ITL readings are kept for the windowed quantiles the health "
-                                "score asks for (its health.window must fit inside).", default="10m", min=10),
+            "history": Duration("Ignored, accepted so existing configs still load: the health service keeps "
+                                "the TTFT/ITL readings its own health.window needs.", default="10m", min=10),
         },
     )
 
@@ -211,9 +211,6 @@ class ServingSource(Source):
         super().__init__(config, ctx)
         self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.get("endpoints") or []]
         self.scraper = Scraper()
-        from ...health.latency import tracker_for  # interim: the health layer will own this tracker
-
-        self.tracker = tracker_for(self.store, config.get("history") or 600.0)
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
 
@@ -231,8 +228,6 @@ class ServingSource(Source):
 
     async def close(self) -> None:
         await self.scraper.close()
-        for ep in self.endpoints:
-            self.tracker.forget(ep.name)
 
     async def _poll_forever(self, ep: Endpoint) -> None:
         loop = asyncio.get_running_loop()
@@ -271,10 +266,12 @@ class ServingSource(Source):
             skipped = passthrough_series(result.families, ep.name, snapshot)
             partial += [f"passthrough {name}: name taken by another type" for name in skipped[:5]]
         snapshot.add(norm.ENDPOINT_UP, (ep.name, engine), 1.0)
+        started_at = _process_start(families)
+        if started_at is not None:
+            snapshot.add(PROCESS_START, (ep.name, engine), started_at)
         self._engine_of[ep.name] = engine
         self.store.publish(self.name, ep.name, snapshot, self.stale_after(ep))
         self.store.record_success(self.name, ep.name, time.perf_counter() - started, partial)
-        self.tracker.observe(ep.name, engine, snapshot, _process_start(families))
         if not self._was_up.get(ep.name, True):
             self.log.info("serving endpoint recovered", extra={"endpoint": ep.name, "engine": engine})
         self._was_up[ep.name] = True
@@ -297,6 +294,14 @@ class ServingSource(Source):
             self.log.warning("serving endpoint down", extra={"endpoint": ep.name, "reason": reason,
                                                              "detail": message})
         self._was_up[ep.name] = False
+
+
+# A change means the engine restarted: health's latency windows then count from the restart.
+PROCESS_START = catalog.declare(
+    "infrapulse_llm_process_start_time_seconds", catalog.GAUGE,
+    "Start time of the engine's process (its process_start_time_seconds) in Unix seconds; a change "
+    "means the engine restarted. Absent when the engine does not expose it.",
+    ("endpoint", "engine"), unit="seconds", source="serving")
 
 
 def _process_start(families: dict[str, MetricFamily]) -> float | None:
