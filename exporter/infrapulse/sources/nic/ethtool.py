@@ -32,82 +32,37 @@ from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
 from ..base import PollingSource, TargetResult
 from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNotSupported
+from .families import (
+    BUFFER_ALMOST_FULL,
+    DRIVER_STAT,
+    ETHTOOL_SOURCE,
+    FEC_CORRECTED,
+    GLOBAL_PAUSE,
+    GLOBAL_PAUSE_DURATION,
+    LANE_ERRORS,
+    LINK_DOWN,
+    LINK_PAUSE,
+    NIC_ECN_MARKED,
+    NIC_OUT_OF_BUFFER,
+    PAUSE_STORM,
+    PFC_DURATION,
+    PFC_FRAMES,
+    PFC_TRANSITIONS,
+    PHY_BYTES,
+    PHY_ERRORS,
+    PHY_PACKETS,
+    PORT_DISCARDS,
+    PRIO_BUF_DISCARDS,
+    PRIO_BYTES,
+    PRIO_CONG_DISCARDS,
+    PRIO_DISCARDS,
+    PRIO_PACKETS,
+    RX_BITS,
+    STAT_COUNT,
+)
 from .infiniband import rdma_netdevs
 
-SRC = "ethtool"
-IFACE = ("interface",)
-PRIO = ("interface", "priority")
-PRIO_DIR = ("interface", "priority", "direction")
-DIR = ("interface", "direction")
-
-
-def _counter(name: str, help: str, labels: tuple[str, ...], unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.COUNTER, help, labels, unit=unit, source=SRC)
-
-
-PFC_FRAMES = _counter("infrapulse_nic_pfc_pause_frames_total",
-                      "PFC pause frames per priority and direction (rx_prioN_pause / tx_prioN_pause); "
-                      "present only for priorities with PFC enabled.", PRIO_DIR)
-PFC_DURATION = _counter("infrapulse_nic_pfc_pause_duration_seconds_total",
-                        "Time paused by PFC per priority (rx/tx_prioN_pause_duration, microseconds -> "
-                        "seconds). rate() of it is the paused fraction of time.", PRIO_DIR, unit="seconds")
-PFC_TRANSITIONS = _counter("infrapulse_nic_pfc_pause_transitions_total",
-                           "XOFF to XON transitions of received PFC pause (rx_prioN_pause_transition).", PRIO)
-PAUSE_STORM = _counter("infrapulse_nic_pause_storm_events_total",
-                       "Pause storm events: level=warning (the NIC sent pauses for a long time) or error "
-                       "(it stopped sending pauses after the timeout; drops may have occurred).",
-                       ("interface", "level"))
-PRIO_DISCARDS = _counter("infrapulse_nic_priority_discards_total",
-                         "Received packets discarded for lack of receive buffers, per priority "
-                         "(rx_prioN_discards).", PRIO)
-PRIO_BUF_DISCARDS = _counter("infrapulse_nic_priority_buffer_discards_total",
-                             "Packets discarded for lack of per-host receive buffers, per priority "
-                             "(rx_prioN_buf_discard).", PRIO)
-PRIO_CONG_DISCARDS = _counter("infrapulse_nic_priority_congestion_discards_total",
-                              "Packets discarded by per-host congestion (WRED), per priority "
-                              "(rx_prioN_cong_discard).", PRIO)
-ECN_MARKED = _counter("infrapulse_nic_ecn_marked_packets_total",
-                      "Packets ECN-marked by the device for per-host congestion, per priority "
-                      "(rx_prioN_marked).", PRIO)
-PRIO_BYTES = _counter("infrapulse_nic_priority_bytes_total",
-                      "Bytes per priority and direction (rx/tx_prioN_bytes).", PRIO_DIR, unit="bytes")
-PRIO_PACKETS = _counter("infrapulse_nic_priority_packets_total",
-                        "Packets per priority and direction (rx/tx_prioN_packets).", PRIO_DIR)
-GLOBAL_PAUSE = _counter("infrapulse_nic_global_pause_frames_total",
-                        "IEEE 802.3x global pause frames (rx/tx_global_pause).", DIR)
-GLOBAL_PAUSE_DURATION = _counter("infrapulse_nic_global_pause_duration_seconds_total",
-                                 "Time paused by global pause (microseconds -> seconds).", DIR, unit="seconds")
-LINK_PAUSE = _counter("infrapulse_nic_pause_frames_total",
-                      "All link-level pause frames at the PHY, any priority (rx/tx_pause_ctrl_phy).", DIR)
-PHY_ERRORS = _counter("infrapulse_nic_phy_errors_total",
-                      "Physical-layer errors by kind: crc, symbol, pcs_symbol (not corrected by FEC), "
-                      "in_range_length, out_of_range_length, oversize, undersize, fragment, jabber, transmit.",
-                      ("interface", "kind"))
-LANE_ERRORS = _counter("infrapulse_nic_lane_errors_total",
-                       "Raw per-lane errors before FEC (rx_err_lane_N_phy).", ("interface", "lane"))
-FEC_CORRECTED = _counter("infrapulse_nic_fec_corrected_bits_total",
-                         "Bits corrected by FEC (rx_corrected_bits_phy); over received bits it is the "
-                         "pre-FEC bit error ratio.", IFACE)
-RX_BITS = _counter("infrapulse_nic_received_bits_total",
-                   "Bits received at the PHY (rx_bits_phy): the BER denominator.", IFACE)
-LINK_DOWN = _counter("infrapulse_nic_link_down_events_total",
-                     "Link down events seen by the PHY (link_down_events_phy).", IFACE)
-PORT_DISCARDS = _counter("infrapulse_nic_port_discards_total",
-                         "Packets dropped by the port for lack of buffers (rx/tx_discards_phy).", DIR)
-PHY_BYTES = _counter("infrapulse_nic_phy_bytes_total",
-                     "Bytes on the wire, RoCE included (rx/tx_bytes_phy).", DIR, unit="bytes")
-PHY_PACKETS = _counter("infrapulse_nic_phy_packets_total",
-                       "Packets on the wire, RoCE included (rx/tx_packets_phy).", DIR)
-BUFFER_ALMOST_FULL = _counter("infrapulse_nic_rx_buffer_almost_full_events_total",
-                              "Times the port receive buffer passed its threshold (rx_buffer_passed_thres_phy).",
-                              IFACE)
-OUT_OF_BUFFER = _counter("infrapulse_nic_rx_out_of_buffer_total",
-                         "Ethernet receive queue had no software buffer (rx_out_of_buffer; not RDMA).", IFACE)
-STAT_COUNT = catalog.declare("infrapulse_nic_driver_stats", catalog.GAUGE,
-                             "How many statistics the driver reported in the last collection.", IFACE, source=SRC)
-DRIVER_STAT = catalog.declare("infrapulse_nic_driver_stat", catalog.GAUGE,
-                              "Raw driver statistics selected by `include_stats` (counter or gauge, as the "
-                              "driver defines it).", ("interface", "stat"), source=SRC)
+SRC = ETHTOOL_SOURCE
 
 # Per-priority stats: rx_prio3_pause, tx_prio0_pause_duration, rx_prio5_marked, ...
 _PRIO_STAT = re.compile(r"(rx|tx)_prio([0-7])_(\w+)")
@@ -116,7 +71,7 @@ _PRIO_SUFFIX: dict[str, tuple[catalog.Family, bool, float]] = {  # suffix -> fam
     "bytes": (PRIO_BYTES, True, 1.0), "packets": (PRIO_PACKETS, True, 1.0),
     "pause_transition": (PFC_TRANSITIONS, False, 1.0), "discards": (PRIO_DISCARDS, False, 1.0),
     "buf_discard": (PRIO_BUF_DISCARDS, False, 1.0), "cong_discard": (PRIO_CONG_DISCARDS, False, 1.0),
-    "marked": (ECN_MARKED, False, 1.0),
+    "marked": (NIC_ECN_MARKED, False, 1.0),
 }
 _LANE_STAT = re.compile(r"rx_err_lane_(\d+)_phy")
 # stat name -> family, labels after `interface`, scale
@@ -141,7 +96,7 @@ FIXED_STATS: dict[str, tuple[catalog.Family, tuple[str, ...], float]] = {
     "rx_bytes_phy": (PHY_BYTES, ("rx",), 1.0), "tx_bytes_phy": (PHY_BYTES, ("tx",), 1.0),
     "rx_packets_phy": (PHY_PACKETS, ("rx",), 1.0), "tx_packets_phy": (PHY_PACKETS, ("tx",), 1.0),
     "rx_buffer_passed_thres_phy": (BUFFER_ALMOST_FULL, (), 1.0),
-    "rx_out_of_buffer": (OUT_OF_BUFFER, (), 1.0),
+    "rx_out_of_buffer": (NIC_OUT_OF_BUFFER, (), 1.0),
 }
 
 Plan = list[tuple[int, str, tuple[str, ...], float]]  # (stat index, family, labels, scale)

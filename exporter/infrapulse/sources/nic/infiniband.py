@@ -34,104 +34,47 @@ from ... import catalog
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
 from ..base import PollingSource, TargetResult
+from .families import (
+    CNP_HANDLED,
+    CNP_IGNORED,
+    CNP_SENT,
+    DEVICE_INFO,
+    EXCESSIVE_OVERRUN,
+    HW_COUNTER,
+    IB_SOURCE,
+    LINK_DOWNED,
+    LINK_ERROR_RECOVERY,
+    LOCAL_LINK_INTEGRITY,
+    PORT_COUNTER,
+    PORT_INFO,
+    PORT_PHYS_STATE,
+    PORT_RATE,
+    PORT_STATE,
+    RDMA_ECN_MARKED,
+    RDMA_OUT_OF_BUFFER,
+    RECEIVE_ERRORS,
+    RETRANSMISSIONS,
+    RX_BYTES,
+    RX_CONSTRAINT,
+    RX_DISCARDS,
+    RX_MULTICAST,
+    RX_PACKETS,
+    RX_REMOTE_PHYS,
+    RX_SWITCH_RELAY,
+    RX_UNICAST,
+    SATURATED,
+    SYMBOL_ERRORS,
+    TRANSMIT_DISCARDS,
+    TRANSMIT_WAIT,
+    TX_BYTES,
+    TX_CONSTRAINT,
+    TX_MULTICAST,
+    TX_PACKETS,
+    TX_UNICAST,
+    VL15_DROPPED,
+)
 
-SRC = "infiniband"
-PORT = ("device", "port")
-
-
-def _counter(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.COUNTER, help, labels, unit=unit, source=SRC)
-
-
-def _gauge(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.GAUGE, help, labels, unit=unit, source=SRC)
-
-
-DEVICE_INFO = catalog.declare(
-    "infrapulse_rdma_device_info", catalog.INFO,
-    "RDMA device metadata from /sys/class/infiniband/<device> (hca_type, board_id, fw_ver, node_guid).",
-    ("device", "hca_type", "board_id", "firmware_version", "node_guid"), source=SRC)
-PORT_INFO = catalog.declare(
-    "infrapulse_rdma_port_info", catalog.INFO,
-    "RDMA port metadata: link_layer (InfiniBand or Ethernet = RoCE) and, for RoCE, the netdev "
-    "behind the port (gid_attrs/ndevs); empty for InfiniBand ports.",
-    ("device", "port", "link_layer", "netdev"), source=SRC)
-PORT_STATE = _gauge("infrapulse_rdma_port_state",
-                    "Logical port state id (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).")
-PORT_PHYS_STATE = _gauge("infrapulse_rdma_port_physical_state",
-                         "Physical port state id (2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...).")
-PORT_RATE = _gauge("infrapulse_rdma_port_rate_bytes_per_second",
-                   "Port signalling rate from the `rate` file (Gb/s x 125000000).", unit="bytes")
-RX_BYTES = _counter("infrapulse_rdma_port_received_bytes_total",
-                    "Data octets received (counters/port_rcv_data x 4). On RoCE only RDMA traffic of this "
-                    "function.", unit="bytes")
-TX_BYTES = _counter("infrapulse_rdma_port_transmitted_bytes_total",
-                    "Data octets transmitted (counters/port_xmit_data x 4). On RoCE only RDMA traffic of this "
-                    "function.", unit="bytes")
-RX_PACKETS = _counter("infrapulse_rdma_port_received_packets_total", "Packets received (counters/port_rcv_packets).")
-TX_PACKETS = _counter("infrapulse_rdma_port_transmitted_packets_total",
-                      "Packets transmitted (counters/port_xmit_packets).")
-LINK_DOWNED = _counter("infrapulse_rdma_port_link_downed_total",
-                       "Times the link failed to recover from an error and went down (8-bit, saturates).")
-LINK_ERROR_RECOVERY = _counter("infrapulse_rdma_port_link_error_recovery_total",
-                               "Successful link error recoveries (8-bit, saturates).")
-SYMBOL_ERRORS = _counter("infrapulse_rdma_port_symbol_errors_total",
-                         "Minor link errors on one or more lanes (counters/symbol_error, 16-bit, saturates).")
-RECEIVE_ERRORS = _counter("infrapulse_rdma_port_receive_errors_total",
-                          "Packets with errors received (counters/port_rcv_errors, 16-bit, saturates).")
-TRANSMIT_DISCARDS = _counter("infrapulse_rdma_port_transmit_discards_total",
-                             "Outbound packets discarded because the port was down or congested "
-                             "(counters/port_xmit_discards, 16-bit, saturates).")
-TRANSMIT_WAIT = _counter("infrapulse_rdma_port_transmit_wait_total",
-                         "Ticks with data to send but no credits (counters/port_xmit_wait, 32-bit, saturates).")
-RX_REMOTE_PHYS = _counter("infrapulse_rdma_port_receive_remote_physical_errors_total",
-                          "Packets received marked with the EBP delimiter (16-bit, saturates).")
-RX_SWITCH_RELAY = _counter("infrapulse_rdma_port_receive_switch_relay_errors_total",
-                           "Packets that could not be forwarded by a switch (16-bit, saturates).")
-RX_CONSTRAINT = _counter("infrapulse_rdma_port_receive_constraint_errors_total",
-                         "Packets discarded on receive for partition/constraint reasons (8-bit, saturates).")
-TX_CONSTRAINT = _counter("infrapulse_rdma_port_transmit_constraint_errors_total",
-                         "Packets not transmitted for partition/constraint reasons (8-bit, saturates).")
-LOCAL_LINK_INTEGRITY = _counter("infrapulse_rdma_port_local_link_integrity_errors_total",
-                                "Local physical errors beyond the threshold (4-bit, saturates).")
-EXCESSIVE_OVERRUN = _counter("infrapulse_rdma_port_excessive_buffer_overrun_errors_total",
-                             "Consecutive flow-control update overruns (4-bit, saturates).")
-VL15_DROPPED = _counter("infrapulse_rdma_port_vl15_dropped_total",
-                        "Subnet management packets dropped for lack of buffers (16-bit, saturates).")
-RX_DISCARDS = _counter("infrapulse_rdma_port_receive_discards_total",
-                       "Inbound packets discarded (counters/port_rcv_discards, where the driver has it).")
-RX_UNICAST = _counter("infrapulse_rdma_port_received_unicast_packets_total", "Unicast packets received.")
-TX_UNICAST = _counter("infrapulse_rdma_port_transmitted_unicast_packets_total", "Unicast packets transmitted.")
-RX_MULTICAST = _counter("infrapulse_rdma_port_received_multicast_packets_total", "Multicast packets received.")
-TX_MULTICAST = _counter("infrapulse_rdma_port_transmitted_multicast_packets_total", "Multicast packets transmitted.")
-PORT_COUNTER = _counter("infrapulse_rdma_port_counter_total",
-                        "Any other file of counters/ this driver exposes, under its sysfs name, as-is.",
-                        ("device", "port", "counter"))
-SATURATED = _gauge("infrapulse_rdma_port_saturated_counters",
-                   "PMA counters of this port stuck at their maximum (2^width-1): they no longer count "
-                   "until reset (perfquery -R). Rates computed from them are lower bounds.")
-ECN_MARKED = _counter("infrapulse_rdma_ecn_marked_packets_total",
-                      "RoCEv2 packets received with ECN CE marked (hw_counters/np_ecn_marked_roce_packets).")
-CNP_SENT = _counter("infrapulse_rdma_cnp_sent_total",
-                    "Congestion notification packets sent by the notification point (hw_counters/np_cnp_sent).")
-CNP_HANDLED = _counter("infrapulse_rdma_cnp_handled_total",
-                       "CNPs handled by the reaction point to throttle the sender (hw_counters/rp_cnp_handled).")
-CNP_IGNORED = _counter("infrapulse_rdma_cnp_ignored_total",
-                       "CNPs received and ignored by the reaction point (hw_counters/rp_cnp_ignored); rising "
-                       "means RoCE congestion control is off.")
-OUT_OF_BUFFER = _counter("infrapulse_rdma_out_of_buffer_total",
-                         "Packets dropped because the receive queue had no WQE posted (hw_counters/out_of_buffer; "
-                         "32-bit, wraps).")
-RETRANSMISSIONS = _counter(
-    "infrapulse_rdma_retransmission_events_total",
-    "Events that cause or indicate RDMA retransmission, by hw_counters name (packet_seq_err, "
-    "local_ack_timeout_err, rnr_nak_retry_err, implied_nak_seq_err, duplicate_request, out_of_sequence, "
-    "roce_adp_retrans, roce_adp_retrans_to). mlx5 Q counters are 32-bit and wrap.",
-    ("device", "port", "reason"))
-HW_COUNTER = _counter("infrapulse_rdma_hw_counter_total",
-                      "Every other hw_counters file, under its sysfs name, as-is (driver-specific; "
-                      "device-level counters have port=\"\").",
-                      ("device", "port", "counter"))
+SRC = IB_SOURCE
 
 # PMA counters/ files and their width in bits (drivers/infiniband/core/sysfs.c). Data and packet
 # counters are 64-bit on modern mlx5 (PortCountersExtended); the others saturate at 2^width-1.
@@ -160,8 +103,8 @@ PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
     "multicast_rcv_packets": (RX_MULTICAST, 1), "multicast_xmit_packets": (TX_MULTICAST, 1),
 }
 HW_FAMILIES: dict[str, catalog.Family] = {
-    "np_ecn_marked_roce_packets": ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
-    "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": OUT_OF_BUFFER,
+    "np_ecn_marked_roce_packets": RDMA_ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
+    "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": RDMA_OUT_OF_BUFFER,
 }
 RETRANSMISSION_REASONS = frozenset((
     "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err", "implied_nak_seq_err",
