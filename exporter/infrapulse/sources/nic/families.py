@@ -50,13 +50,16 @@ PORT_PHYS_STATE = _ib_gauge(
     "Physical port state id (2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...).")
 PORT_RATE = _ib_gauge("infrapulse_rdma_port_rate_bytes_per_second",
                       "Port signalling rate from the `rate` file (Gb/s x 125000000).", unit="bytes")
-RX_BYTES = _ib_counter("infrapulse_rdma_port_received_bytes_total",
-                       "Data octets received (counters/port_rcv_data x 4). On RoCE only RDMA traffic of this "
-                       "function.", unit="bytes")
+RX_BYTES = _ib_counter(
+    "infrapulse_rdma_port_received_bytes_total",
+    "Data octets received: counters/port_rcv_data x 4 (4-octet words), counters_ext/port_rcv_data_64 x 4 "
+    "where that legacy directory exists, x 8 on Omni-Path hfi1 (8-byte flits). On RoCE only RDMA traffic "
+    "of this function.", unit="bytes")
 TX_BYTES = _ib_counter(
     "infrapulse_rdma_port_transmitted_bytes_total",
-    "Data octets transmitted (counters/port_xmit_data x 4). On RoCE only RDMA traffic of this "
-    "function.", unit="bytes")
+    "Data octets transmitted: counters/port_xmit_data x 4 (4-octet words), counters_ext/port_xmit_data_64 "
+    "x 4 where that legacy directory exists, x 8 on Omni-Path hfi1 (8-byte flits). On RoCE only RDMA traffic "
+    "of this function.", unit="bytes")
 RX_PACKETS = _ib_counter(
     "infrapulse_rdma_port_received_packets_total", "Packets received (counters/port_rcv_packets).")
 TX_PACKETS = _ib_counter("infrapulse_rdma_port_transmitted_packets_total",
@@ -136,17 +139,28 @@ HW_COUNTER = _ib_counter("infrapulse_rdma_hw_counter_total",
 
 
 # -- ethtool ---------------------------------------------------------------------------------
+# Help texts name the driver statistics behind each family (mlx5, bnxt_en, ice); the per-driver
+# evidence is in docs/node-telemetry.md.
 
-PFC_FRAMES = _nic_counter("infrapulse_nic_pfc_pause_frames_total",
-                          "PFC pause frames per priority and direction (rx_prioN_pause / tx_prioN_pause); "
-                          "present only for priorities with PFC enabled.", PRIO_DIR)
+PFC_FRAMES = _nic_counter(
+    "infrapulse_nic_pfc_pause_frames_total",
+    "PFC pause (XOFF) frames per priority and direction: mlx5 rx/tx_prioN_pause (only for priorities "
+    "with PFC enabled), bnxt_en rx/tx_pfc_ena_frames_priN (PFC frames whose class-enable vector has "
+    "priority N set; one frame counts under every priority it pauses), ice rx/tx_priority_N_xoff.nic.",
+    PRIO_DIR)
+PFC_RESUME_FRAMES = _nic_counter(
+    "infrapulse_nic_pfc_resume_frames_total",
+    "PFC resume (XON, pause time 0) frames per priority and direction (ice rx/tx_priority_N_xon.nic).",
+    PRIO_DIR)
 PFC_DURATION = _nic_counter(
     "infrapulse_nic_pfc_pause_duration_seconds_total",
-    "Time paused by PFC per priority (rx/tx_prioN_pause_duration, microseconds -> "
-    "seconds). rate() of it is the paused fraction of time.", PRIO_DIR, unit="seconds")
+    "Time paused by PFC per priority and direction (mlx5 rx/tx_prioN_pause_duration, bnxt_en "
+    "pfc_priN_rx/tx_duration_us; microseconds / 1e6). rate() of it is the paused fraction of time.",
+    PRIO_DIR, unit="seconds")
 PFC_TRANSITIONS = _nic_counter(
     "infrapulse_nic_pfc_pause_transitions_total",
-    "XOFF to XON transitions of received PFC pause (rx_prioN_pause_transition).", PRIO)
+    "Pause state transitions per priority and direction: mlx5 rx_prioN_pause_transition (XOFF to XON, "
+    "receive side only), bnxt_en pfc_priN_rx/tx_transitions.", PRIO_DIR)
 PAUSE_STORM = _nic_counter("infrapulse_nic_pause_storm_events_total",
                            "Pause storm events: level=warning (the NIC sent pauses for a long time) or error "
                            "(it stopped sending pauses after the timeout; drops may have occurred).",
@@ -171,23 +185,31 @@ GLOBAL_PAUSE = _nic_counter("infrapulse_nic_global_pause_frames_total",
                             "IEEE 802.3x global pause frames (rx/tx_global_pause).", DIR)
 GLOBAL_PAUSE_DURATION = _nic_counter(
     "infrapulse_nic_global_pause_duration_seconds_total",
-    "Time paused by global pause (microseconds -> seconds).", DIR, unit="seconds")
+    "Time paused by global pause (rx/tx_global_pause_duration, microseconds / 1e6).", DIR, unit="seconds")
 LINK_PAUSE = _nic_counter("infrapulse_nic_pause_frames_total",
                           "All link-level pause frames at the PHY, any priority (rx/tx_pause_ctrl_phy).", DIR)
 PHY_ERRORS = _nic_counter(
     "infrapulse_nic_phy_errors_total",
-    "Physical-layer errors by kind: crc, symbol, pcs_symbol (not corrected by FEC), "
-    "in_range_length, out_of_range_length, oversize, undersize, fragment, jabber, transmit.",
+    "Received frames or symbols in error at the physical layer, by kind: crc (mlx5 rx_crc_errors_phy, "
+    "bnxt_en rx_fcs_err_frames), symbol, pcs_symbol (not corrected by FEC; bnxt_en rx_pcs_symbol_err), "
+    "in_range_length, out_of_range_length, oversize, undersize, fragment, jabber. Kinds overlap (one bad "
+    "symbol can also fail the CRC): compare kinds, do not sum them.",
     ("interface", "kind"))
+TX_OVERSIZE_DROPS = _nic_counter(
+    "infrapulse_nic_tx_oversize_drops_total",
+    "Transmitted packets dropped by the port because they were longer than the MTU (mlx5 tx_errors_phy): "
+    "an MTU mismatch on this host, not a physical-layer error.", IFACE)
 LANE_ERRORS = _nic_counter("infrapulse_nic_lane_errors_total",
                            "Raw per-lane errors before FEC (rx_err_lane_N_phy).", ("interface", "lane"))
 FEC_CORRECTED = _nic_counter("infrapulse_nic_fec_corrected_bits_total",
-                             "Bits corrected by FEC (rx_corrected_bits_phy); over received bits it is the "
-                             "pre-FEC bit error ratio.", IFACE)
+                             "Bits corrected by FEC (mlx5 rx_corrected_bits_phy, bnxt_en rx_corrected_bits); "
+                             "over received bits it is the pre-FEC bit error ratio.", IFACE)
 RX_BITS = _nic_counter("infrapulse_nic_received_bits_total",
-                       "Bits received at the PHY (rx_bits_phy): the BER denominator.", IFACE)
+                       "Bits received at the PHY (mlx5 rx_bits_phy, bnxt_en rx_bits): the BER denominator.",
+                       IFACE)
 LINK_DOWN = _nic_counter("infrapulse_nic_link_down_events_total",
-                         "Link down events seen by the PHY (link_down_events_phy).", IFACE)
+                         "Link down events seen by the PHY (mlx5 link_down_events_phy, bnxt_en "
+                         "link_down_events).", IFACE)
 PORT_DISCARDS = _nic_counter("infrapulse_nic_port_discards_total",
                              "Packets dropped by the port for lack of buffers (rx/tx_discards_phy).", DIR)
 PHY_BYTES = _nic_counter("infrapulse_nic_phy_bytes_total",
@@ -196,8 +218,8 @@ PHY_PACKETS = _nic_counter("infrapulse_nic_phy_packets_total",
                            "Packets on the wire, RoCE included (rx/tx_packets_phy).", DIR)
 BUFFER_ALMOST_FULL = _nic_counter(
     "infrapulse_nic_rx_buffer_almost_full_events_total",
-    "Times the port receive buffer passed its threshold (rx_buffer_passed_thres_phy).",
-    IFACE)
+    "Times the port receive buffer passed its threshold (mlx5 rx_buffer_passed_thres_phy: 85% full; "
+    "bnxt_en rx_buffer_passed_threshold).", IFACE)
 NIC_OUT_OF_BUFFER = _nic_counter(
     "infrapulse_nic_rx_out_of_buffer_total",
     "Ethernet receive queue had no software buffer (rx_out_of_buffer; not RDMA).", IFACE)
@@ -207,3 +229,10 @@ STAT_COUNT = catalog.declare(
 DRIVER_STAT = catalog.declare("infrapulse_nic_driver_stat", catalog.GAUGE,
                               "Raw driver statistics selected by `include_stats` (counter or gauge, as the "
                               "driver defines it).", ("interface", "stat"), source=ETHTOOL_SOURCE)
+# Families a driver statistic maps into: the per-interface coverage reports each one's series.
+MAPPED_FAMILIES: tuple[catalog.Family, ...] = (
+    PFC_FRAMES, PFC_RESUME_FRAMES, PFC_DURATION, PFC_TRANSITIONS, PAUSE_STORM, PRIO_DISCARDS,
+    PRIO_BUF_DISCARDS, PRIO_CONG_DISCARDS, NIC_ECN_MARKED, PRIO_BYTES, PRIO_PACKETS, GLOBAL_PAUSE,
+    GLOBAL_PAUSE_DURATION, LINK_PAUSE, PHY_ERRORS, TX_OVERSIZE_DROPS, LANE_ERRORS, FEC_CORRECTED, RX_BITS,
+    LINK_DOWN, PORT_DISCARDS, PHY_BYTES, PHY_PACKETS, BUFFER_ALMOST_FULL, NIC_OUT_OF_BUFFER,
+)

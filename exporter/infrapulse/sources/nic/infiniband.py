@@ -1,8 +1,9 @@
 """Source `infiniband`: RDMA port state and counters from `/sys/class/infiniband`.
 
 For every device (optionally filtered by regex) and every port it reads `state`,
-`phys_state`, `rate`, `link_layer`, the PMA `counters/`, every file of `hw_counters/`, the
-device-level `hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
+`phys_state`, `rate`, `link_layer`, the PMA `counters/` (the 64-bit legacy `counters_ext/*_64`
+instead where an old kernel has them), every file of `hw_counters/`, the device-level
+`hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
 `gid_attrs/ndevs`. Each device is one target: `infrapulse_source_up{source="infiniband",
 target="mlx5_3"}` tells whether that device could be read.
 
@@ -29,11 +30,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ... import catalog
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
-from ..base import PollingSource, TargetResult
+from ..base import PollingSource, SourceContext, TargetResult
 from .families import (
     CNP_HANDLED,
     CNP_IGNORED,
@@ -87,14 +89,16 @@ PMA_COUNTER_BITS: dict[str, int] = {
     "unicast_xmit_packets": 64, "unicast_rcv_packets": 64, "multicast_xmit_packets": 64,
     "multicast_rcv_packets": 64,
 }
-# counters/ name -> (family, multiplier). port_*_data count 4-octet words: x4, never x link width.
+# counters/ name -> (family, multiplier). port_*_data count 4-octet words: x4, never x link width
+# (hfi1 is the exception, see DATA_COUNTERS).
 PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
     "port_xmit_data": (TX_BYTES, 4), "port_rcv_data": (RX_BYTES, 4),
     "port_xmit_packets": (TX_PACKETS, 1), "port_rcv_packets": (RX_PACKETS, 1),
     "link_downed": (LINK_DOWNED, 1), "link_error_recovery": (LINK_ERROR_RECOVERY, 1),
     "symbol_error": (SYMBOL_ERRORS, 1), "port_rcv_errors": (RECEIVE_ERRORS, 1),
     "port_xmit_discards": (TRANSMIT_DISCARDS, 1), "port_xmit_wait": (TRANSMIT_WAIT, 1),
-    "port_rcv_remote_physical_errors": (RX_REMOTE_PHYS, 1), "port_rcv_switch_relay_errors": (RX_SWITCH_RELAY, 1),
+    "port_rcv_remote_physical_errors": (RX_REMOTE_PHYS, 1),
+    "port_rcv_switch_relay_errors": (RX_SWITCH_RELAY, 1),
     "port_rcv_constraint_errors": (RX_CONSTRAINT, 1), "port_xmit_constraint_errors": (TX_CONSTRAINT, 1),
     "local_link_integrity_errors": (LOCAL_LINK_INTEGRITY, 1),
     "excessive_buffer_overrun_errors": (EXCESSIVE_OVERRUN, 1), "VL15_dropped": (VL15_DROPPED, 1),
@@ -102,6 +106,22 @@ PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
     "unicast_rcv_packets": (RX_UNICAST, 1), "unicast_xmit_packets": (TX_UNICAST, 1),
     "multicast_rcv_packets": (RX_MULTICAST, 1), "multicast_xmit_packets": (TX_MULTICAST, 1),
 }
+# counters_ext/ (kernels before 4.5, mlx4): 64-bit PortCountersExtended values; each supersedes
+# the counters/ file of the same meaning, which on those kernels is the 32-bit PortCounters one.
+EXT_COUNTERS: dict[str, str] = {
+    "port_xmit_data_64": "port_xmit_data", "port_rcv_data_64": "port_rcv_data",
+    "port_xmit_packets_64": "port_xmit_packets", "port_rcv_packets_64": "port_rcv_packets",
+    "port_unicast_xmit_packets": "unicast_xmit_packets", "port_unicast_rcv_packets": "unicast_rcv_packets",
+    "port_multicast_xmit_packets": "multicast_xmit_packets",
+    "port_multicast_rcv_packets": "multicast_rcv_packets",
+}
+# port_xmit_data / port_rcv_data: octets per counted unit. The IBA counts 4-octet words; hfi1
+# (Omni-Path) answers the PortCountersExtended MAD with its flit counters (hw/hfi1/mad.c:
+# pma_get_ib_portcounters_ext -> C_DC_XMIT_FLITS / C_DC_RCV_FLITS), and a flit carries 8 octets
+# (opa-ff stl_pm.h: "PortXmitData and PortRcvData are in units of flits (8 bytes)").
+DATA_COUNTERS = frozenset(("port_xmit_data", "port_rcv_data"))
+WORD_OCTETS, FLIT_OCTETS = 4, 8
+_HFI1_NAME = re.compile(r"hfi1_\d+")
 HW_FAMILIES: dict[str, catalog.Family] = {
     "np_ecn_marked_roce_packets": RDMA_ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
     "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": RDMA_OUT_OF_BUFFER,
@@ -157,7 +177,7 @@ class InfinibandReader:
     the next one.
     """
 
-    def __init__(self, sysfs_root: str | os.PathLike = "/sys", devices: list[str] | None = None,
+    def __init__(self, sysfs_root: str | os.PathLike[str] = "/sys", devices: list[str] | None = None,
                  rescan_interval: float = 30.0, pread: Callable[[int, int, int], bytes] = os.pread,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.class_dir = Path(sysfs_root) / "class" / "infiniband"
@@ -208,9 +228,11 @@ class InfinibandReader:
         meta = {key: _read_text(base / key) or "" for key in ("hca_type", "board_id", "fw_ver", "node_guid")}
         dev.static[DEVICE_INFO.name] = {
             (name, meta["hca_type"], meta["board_id"], meta["fw_ver"], meta["node_guid"]): 1.0}
-        self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), hw=True)
+        self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), "hw")
+        data_octets = data_unit_octets(base, name)
         try:
-            ports = sorted(os.listdir(base / "ports"), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
+            ports = sorted(os.listdir(base / "ports"),
+                           key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
         except OSError as exc:
             dev.broken = f"ports/: {exc.strerror}"
             return dev
@@ -224,51 +246,59 @@ class InfinibandReader:
             link_layer = _read_text(pdir / "link_layer") or ""
             netdev = first_netdev(pdir) if link_layer != "InfiniBand" else ""
             port_info[(name, port, link_layer, netdev)] = 1.0
-            for fname, family, kind in (("state", PORT_STATE, K_STATE), ("phys_state", PORT_PHYS_STATE, K_STATE),
+            for fname, family, kind in (("state", PORT_STATE, K_STATE),
+                                        ("phys_state", PORT_PHYS_STATE, K_STATE),
                                         ("rate", PORT_RATE, K_RATE)):
                 rel = f"ports/{port}/{fname}"
                 fd = self._open(pdir / fname, dev, rel)
                 if fd is not None:
                     dev.entries.append((fd, rel, family.name, labels, 1, kind, 0))
-            self._scan_counter_dir(dev, pdir / "counters", f"ports/{port}/counters", labels, hw=False)
-            self._scan_counter_dir(dev, pdir / "hw_counters", f"ports/{port}/hw_counters", labels, hw=True)
+            rel_port = f"ports/{port}"
+            superseded = self._scan_counter_dir(dev, pdir / "counters_ext", f"{rel_port}/counters_ext",
+                                                labels, "ext", data_octets)
+            self._scan_counter_dir(dev, pdir / "counters", f"{rel_port}/counters", labels, "pma", data_octets,
+                                   skip=superseded)
+            self._scan_counter_dir(dev, pdir / "hw_counters", f"ports/{port}/hw_counters", labels, "hw")
         dev.static[PORT_INFO.name] = port_info
         return dev
 
-    def _scan_counter_dir(self, dev: _Device, path: Path, rel_dir: str, labels: tuple[str, str], hw: bool) -> bool:
-        """Add one entry per counter file; False when the directory does not exist (irdma, bnxt_re)."""
+    def _scan_counter_dir(self, dev: _Device, path: Path, rel_dir: str, labels: tuple[str, str], kind: str,
+                          data_octets: int = WORD_OCTETS,
+                          skip: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Add one entry per counter file of a counters/ ("pma"), counters_ext/ ("ext") or
+        hw_counters/ ("hw") directory; files named in `skip` are left out. Returns, for "ext",
+        the counters/ names its files supersede. A missing directory (irdma, bnxt_re) is normal."""
         try:
             files = sorted(os.listdir(path))
         except FileNotFoundError:
-            return False
+            return frozenset()
         except OSError as exc:
             dev.scan_errors.append(f"{rel_dir}/: {exc.strerror}")
-            return False
+            return frozenset()
+        superseded = set()
         for fname in files:
-            if fname in NOT_A_COUNTER:
+            if fname in NOT_A_COUNTER or fname in skip:
                 continue
-            rel = f"{rel_dir}/{fname}"
-            if hw:
-                family = HW_FAMILIES.get(fname)
-                if family is not None:
-                    target = (family.name, labels)
-                elif fname in RETRANSMISSION_REASONS:
-                    target = (RETRANSMISSIONS.name, labels + (fname,))
-                else:
-                    target = (HW_COUNTER.name, labels + (fname,))
+            if kind == "hw":
+                family_name, target_labels = _hw_target(fname, labels)
                 scale, saturate_at = 1, 0
             else:
-                mapped = PMA_FAMILIES.get(fname)
+                pma_name = EXT_COUNTERS.get(fname, fname) if kind == "ext" else fname
+                mapped = PMA_FAMILIES.get(pma_name)
                 if mapped is not None:
-                    target, scale = (mapped[0].name, labels), mapped[1]
+                    family_name, target_labels = mapped[0].name, labels
+                    scale = data_octets if pma_name in DATA_COUNTERS else mapped[1]
+                    if kind == "ext":
+                        superseded.add(pma_name)
                 else:
-                    target, scale = (PORT_COUNTER.name, labels + (fname,)), 1
-                bits = PMA_COUNTER_BITS.get(fname, 64)
+                    family_name, target_labels, scale = PORT_COUNTER.name, labels + (fname,), 1
+                bits = PMA_COUNTER_BITS.get(pma_name, 64) if kind == "pma" else 64
                 saturate_at = 2**bits - 1 if bits < 64 and mapped is not None else 0
+            rel = f"{rel_dir}/{fname}"
             fd = self._open(path / fname, dev, rel)
             if fd is not None:
-                dev.entries.append((fd, rel, target[0], target[1], scale, K_COUNTER, saturate_at))
-        return True
+                dev.entries.append((fd, rel, family_name, target_labels, scale, K_COUNTER, saturate_at))
+        return frozenset(superseded)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -315,6 +345,7 @@ class InfinibandReader:
         good = 0
         gone = False
         for fd, rel, family, labels, scale, kind, saturate_at in dev.entries:
+            value: float  # counters stay int (exact to 2^64), state ids int, rates float
             try:
                 raw = pread(fd, READ_SIZE, 0)
             except OSError as exc:
@@ -345,7 +376,8 @@ class InfinibandReader:
             bucket[labels] = value
         if dev.entries and good == 0:
             return TargetResult(dev.name, reason="unreadable",
-                                message=f"no file of {dev.name} could be read; " + "; ".join(errors[:3])), gone
+                                message=f"no file of {dev.name} could be read; "
+                                        + "; ".join(errors[:3])), gone
         if saturated:
             series[SATURATED.name] = {labels: float(n) for labels, n in saturated.items()}
         return TargetResult(dev.name, snapshot=snap, partial_errors=errors), gone
@@ -366,6 +398,27 @@ class InfinibandReader:
             self._close_fds()
             self._devices = []
             self._scanned_at = None
+
+
+def _hw_target(fname: str, labels: tuple[str, str]) -> tuple[str, tuple[str, ...]]:
+    family = HW_FAMILIES.get(fname)
+    if family is not None:
+        return family.name, labels
+    if fname in RETRANSMISSION_REASONS:
+        return RETRANSMISSIONS.name, labels + (fname,)
+    return HW_COUNTER.name, labels + (fname,)
+
+
+def data_unit_octets(device_dir: Path, name: str) -> int:
+    """Octets per unit of port_xmit_data/port_rcv_data: 8 on hfi1 (flits), else 4 (words).
+
+    The driver is read from the device/driver link; a tree without it (a copied fixture) falls
+    back to the name the hfi1 driver registers, hfi1_<n>."""
+    try:
+        driver = os.path.basename(os.readlink(device_dir / "device" / "driver"))
+    except OSError:
+        driver = "hfi1" if _HFI1_NAME.fullmatch(name) else ""
+    return FLIT_OCTETS if driver == "hfi1" else WORD_OCTETS
 
 
 def _read_text(path: Path) -> str | None:
@@ -392,7 +445,7 @@ def first_netdev(port_dir: Path) -> str:
     return ""
 
 
-def rdma_netdevs(sysfs_root: str | os.PathLike) -> list[str]:
+def rdma_netdevs(sysfs_root: str | os.PathLike[str]) -> list[str]:
     """Every netdev behind an RDMA port under `sysfs_root` (used by the ethtool source)."""
     class_dir = Path(sysfs_root) / "class" / "infiniband"
     found: list[str] = []
@@ -425,7 +478,7 @@ def _raise_fd_limit() -> bool:
     return True
 
 
-def _sysfs_has_infiniband(config: dict) -> bool:
+def _sysfs_has_infiniband(config: dict[str, Any]) -> bool:
     return (Path(config.get("sysfs_root") or "/sys") / "class" / "infiniband").is_dir()
 
 
@@ -448,13 +501,13 @@ class InfinibandSource(PollingSource):
         },
     )
 
-    def __init__(self, config: dict, ctx) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.reader = InfinibandReader(config.get("sysfs_root") or "/sys", config.get("devices"),
                                        config.get("rescan_interval", 30.0))
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         enabled = config.get("enabled", "auto")
         if enabled == "auto":
             return _sysfs_has_infiniband(config)
