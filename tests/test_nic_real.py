@@ -1,5 +1,5 @@
 """Source `ethtool` on real `ethtool -S` captures (shared/real/ethtool, see its PROVENANCE.md):
-every series value-exact per capture, unmapped drivers reported.
+every series value-exact per capture, unmapped drivers reported, the simulator's shapes.
 
 Each capture is fed through the `stats_dir` provider (one JSON file per interface) exactly as
 PROVENANCE.md says to read it. Expected values are transcribed from the capture files.
@@ -16,6 +16,7 @@ from prometheus_client import generate_latest
 from helpers import parse_exposition, real
 from infrapulse.http import sources_status
 from infrapulse.metrics import DaemonState, make_registry
+from infrapulse.simulate.nic_stats import bnxt_stat_names, ice_stat_names, mlx5_stat_names
 from infrapulse.sources.base import SourceContext
 from infrapulse.sources.nic.ethtool import EthtoolSource
 from infrapulse.store import Store
@@ -244,3 +245,41 @@ async def test_mapped_driver_has_no_unmapped_count(tmp_path):
     assert status.reason == "ok" and status.coverage["driver_stats"].series == 5
     assert status.coverage["driver_stats"].unmapped == 0
     assert status.coverage["infrapulse_nic_global_pause_frames_total"].series == 0
+
+
+# -- the simulator sends what the captures show --------------------------------------------------
+
+
+def test_simulated_bnxt_names_are_the_captures_in_order():
+    assert bnxt_stat_names(rings=8) == list(capture_stats("bnxt_en-bcm5741x-showmax-fixture.txt"))
+
+
+def test_simulated_ice_priority_names_are_the_captures_in_order():
+    priority_names = [n for n in ice_stat_names() if "_priority_" in n]
+    assert priority_names == list(capture_stats("ice-e810-intel-fcguide.txt"))
+
+
+MLX5_CAPTURES = ("mlx5-cx6dx-bpf2024-k5.15.txt", "mlx5-cx6dx-bpf2024-k6.5.txt",
+                 "mlx5-cx4lx-pfc-blog-vm00.txt", "mlx5-100g-ofed-annotated-note.txt")
+# In the driver (en_stats.c, mlx5/counters.rst) but in no capture: the captures have no PFC
+# duration lines, no rx-side global pause, and rx_bits_phy is newer than all of them.
+MLX5_SOURCE_ONLY = re.compile(r"(rx|tx)_prio[0-7]_pause_duration|rx_global_pause(_duration|_transition)?"
+                              r"|rx_bits_phy")
+
+
+def _generic(name: str) -> str:
+    return re.sub(r"prio[0-7]_", "prioN_", re.sub(r"^(rx|tx|ch)0", r"\1N", name))
+
+
+def test_simulated_mlx5_names_are_real_and_in_driver_order():
+    real_names = [n for capture in MLX5_CAPTURES for n in capture_stats(capture)]
+    known = {_generic(n) for n in real_names}
+    for pfc, global_pause in (((3,), False), ((), True)):
+        names = mlx5_stat_names(pfc, global_pause=global_pause)
+        invented = [n for n in names if _generic(n) not in known and not MLX5_SOURCE_ONLY.fullmatch(n)]
+        assert invented == []
+    # Names the OFED capture (every group, one channel) has appear in its order.
+    ofed = list(capture_stats("mlx5-100g-ofed-annotated-note.txt"))
+    common = [n for n in mlx5_stat_names((), lanes=4) if n in ofed]
+    assert common == [n for n in ofed if n in common]
+    assert len(common) >= 60
