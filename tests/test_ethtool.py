@@ -279,7 +279,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     assert value(v, "infrapulse_nic_pfc_pause_duration_seconds_total", priority="3", direction="tx",
                  **i) == pytest.approx(0.00075)
     assert samples_of(v, "infrapulse_nic_pfc_pause_transitions_total") == {
-        frozenset({**i, "priority": "3"}.items()): 60}  # rx only: tx has no such stat on mlx5
+        frozenset({**i, "priority": "3", "direction": "rx"}.items()): 60,
+        frozenset({**i, "priority": "3", "direction": "tx"}.items()): 1}
     assert value(v, "infrapulse_nic_priority_discards_total", priority="5", **i) == 8
     assert value(v, "infrapulse_nic_priority_buffer_discards_total", priority="5", **i) == 3
     assert value(v, "infrapulse_nic_priority_congestion_discards_total", priority="5", **i) == 2
@@ -292,8 +293,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     assert value(v, "infrapulse_nic_global_pause_duration_seconds_total", direction="tx", **i) == 3.0
     assert value(v, "infrapulse_nic_pause_frames_total", direction="rx", **i) == 130
     assert samples_of(v, "infrapulse_nic_phy_errors_total") == {
-        frozenset({**i, "kind": k}.items()): n for k, n in
-        (("crc", 11), ("symbol", 12), ("pcs_symbol", 13), ("transmit", 14))}
+        frozenset({**i, "kind": k}.items()): n for k, n in (("crc", 11), ("symbol", 12), ("pcs_symbol", 13))}
+    assert value(v, "infrapulse_nic_tx_oversize_drops_total", **i) == 14  # tx_errors_phy: MTU, not PHY
     assert value(v, "infrapulse_nic_lane_errors_total", lane="2", **i) == 15
     assert value(v, "infrapulse_nic_fec_corrected_bits_total", **i) == 16
     assert value(v, "infrapulse_nic_received_bits_total", **i) == 10**15
@@ -305,15 +306,15 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     assert value(v, "infrapulse_nic_rx_out_of_buffer_total", **i) == 22
     assert value(v, "infrapulse_nic_driver_stats", **i) == len(FIXTURE_STATS)
     assert samples_of(v, "infrapulse_nic_driver_stat") == {frozenset({**i, "stat": "rx_queue_0_packets"}.items()): 5}
-    # 36 stats: 4 map nowhere (tx_prio3_pause_transition, tx_prio3_marked, rx_prio9_pause,
-    # rx_vport_rdma_unicast_bytes); 32 samples plus the stat-count gauge.
-    assert sum(1 for n, _ in v if n.startswith("infrapulse_nic_")) == 33
+    # 36 stats: 3 map nowhere (tx_prio3_marked, rx_prio9_pause, rx_vport_rdma_unicast_bytes);
+    # 33 samples plus the stat-count gauge.
+    assert sum(1 for n, _ in v if n.startswith("infrapulse_nic_")) == 34
     assert value(v, "infrapulse_source_up", source="ethtool", target="ens1f0np0") == 1
 
 
 def test_plan_ignores_unknown_and_out_of_range_names():
     plan = plan_stats("eth0", ["rx_prio9_pause", "rx_prio3_foo", "rx_vport_rdma_unicast_bytes", "rx_prio3_pause"])
-    assert plan == [(3, "infrapulse_nic_pfc_pause_frames_total", ("eth0", "3", "rx"), 1.0)]
+    assert plan == [(3, "infrapulse_nic_pfc_pause_frames_total", ("eth0", "3", "rx"), 1)]
 
 
 # -- interface selection and reporting ---------------------------------------------------------

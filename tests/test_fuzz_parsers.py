@@ -45,6 +45,7 @@ from infrapulse.sources.gnmi.profile import load_profiles
 from infrapulse.sources.gnmi.values import MalformedValue, flatten_json, load_json, scalar, to_number
 from infrapulse.sources.gpu.dcgm import FIELD_MAP, FP64_BLANK, INT64_BLANK, DcgmMapper
 from infrapulse.sources.nic import ethtool as eth
+from infrapulse.sources.nic import families as fam
 from infrapulse.sources.nic import infiniband as ib
 from infrapulse.sources.nic.ethtool_ioctl import (
     ETH_GSTRING_LEN,
@@ -107,17 +108,17 @@ def test_rate_round_trip(gbps: Decimal, lanes, kind):
 # relative path -> (family, labels, scale, kind, saturation max or 0)
 DEV, PORT = "mlx5_0", ("mlx5_0", "1")
 IB_FILES: dict[str, tuple[str, tuple[str, ...], int, str, int]] = {
-    "ports/1/state": (ib.PORT_STATE.name, PORT, 1, "state", 0),
-    "ports/1/phys_state": (ib.PORT_PHYS_STATE.name, PORT, 1, "state", 0),
-    "ports/1/rate": (ib.PORT_RATE.name, PORT, 1, "rate", 0),
-    "ports/1/counters/port_rcv_data": (ib.RX_BYTES.name, PORT, 4, "counter", 0),
-    "ports/1/counters/symbol_error": (ib.SYMBOL_ERRORS.name, PORT, 1, "counter", 2**16 - 1),
-    "ports/1/counters/link_downed": (ib.LINK_DOWNED.name, PORT, 1, "counter", 2**8 - 1),
-    "ports/1/counters/vendor_thing": (ib.PORT_COUNTER.name, PORT + ("vendor_thing",), 1, "counter", 0),
-    "ports/1/hw_counters/np_cnp_sent": (ib.CNP_SENT.name, PORT, 1, "counter", 0),
-    "ports/1/hw_counters/local_ack_timeout_err": (ib.RETRANSMISSIONS.name, PORT + ("local_ack_timeout_err",),
+    "ports/1/state": (fam.PORT_STATE.name, PORT, 1, "state", 0),
+    "ports/1/phys_state": (fam.PORT_PHYS_STATE.name, PORT, 1, "state", 0),
+    "ports/1/rate": (fam.PORT_RATE.name, PORT, 1, "rate", 0),
+    "ports/1/counters/port_rcv_data": (fam.RX_BYTES.name, PORT, 4, "counter", 0),
+    "ports/1/counters/symbol_error": (fam.SYMBOL_ERRORS.name, PORT, 1, "counter", 2**16 - 1),
+    "ports/1/counters/link_downed": (fam.LINK_DOWNED.name, PORT, 1, "counter", 2**8 - 1),
+    "ports/1/counters/vendor_thing": (fam.PORT_COUNTER.name, PORT + ("vendor_thing",), 1, "counter", 0),
+    "ports/1/hw_counters/np_cnp_sent": (fam.CNP_SENT.name, PORT, 1, "counter", 0),
+    "ports/1/hw_counters/local_ack_timeout_err": (fam.RETRANSMISSIONS.name, PORT + ("local_ack_timeout_err",),
                                                   1, "counter", 0),
-    "hw_counters/req_cqe_error": (ib.HW_COUNTER.name, (DEV, "", "req_cqe_error"), 1, "counter", 0),
+    "hw_counters/req_cqe_error": (fam.HW_COUNTER.name, (DEV, "", "req_cqe_error"), 1, "counter", 0),
 }
 
 
@@ -185,7 +186,7 @@ def test_sysfs_reader_takes_any_file_content(ib_tree, contents):
             assert got == int(raw) * scale  # exact: no float rounding of 64-bit counters
         saturated += bool(saturate_at) and got >= saturate_at
     if saturated:
-        assert parsed[ib.SATURATED.name][PORT] == saturated
+        assert parsed[fam.SATURATED.name][PORT] == saturated
 
 
 # == (b) ethtool ioctl buffers =================================================================
@@ -291,12 +292,12 @@ def test_ethtool_collector_maps_any_stat_table(net_tree, kernel):
         assert result.reason in ("not_supported", "stats_unstable")
         return
     series = result.snapshot.series
-    count = series[eth.STAT_COUNT.name][("eth0",)]
+    count = series[fam.STAT_COUNT.name][("eth0",)]
     assert 0 < count <= MAX_STATS
     # Every stat goes to the raw family (include_stats matches all), the last of equal names winning.
     names = [_decoded(kernel.table[i * 32:(i + 1) * 32]) for i in range(int(count))]
     expected = {("eth0", name): kernel.values[i] for i, name in enumerate(names)}
-    assert series[eth.DRIVER_STAT.name] == expected
+    assert series[fam.DRIVER_STAT.name] == expected
     for family, values in series.items():
         assert all(isinstance(v, (int, float)) and v >= 0 for v in values.values()), family
 

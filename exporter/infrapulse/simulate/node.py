@@ -83,8 +83,7 @@ class NodeSimulator:
     def create(cls, sysfs_root: str | Path, stats_dir: str | Path, scenarios: ScenarioBoard | None = None,
                traffic: Traffic | None = None, rng: random.Random | None = None) -> NodeSimulator:
         tree = write_tree(sysfs_root, demo_devices())
-        netdevs = {p.netdev: "mlx5" if d.name.startswith("mlx5") else "ice"
-                   for d in tree.devices for p in d.ports if p.netdev}
+        netdevs = {p.netdev: netdev_driver(d.name) for d in tree.devices for p in d.ports if p.netdev}
         nics = write_stats(stats_dir, netdevs)
         return cls(tree, nics, Path(stats_dir), scenarios, traffic, rng)
 
@@ -176,6 +175,7 @@ class NodeSimulator:
             self._hw(port, "implied_nak_seq_err", self._count(20 * dt * rate))
 
     def _step_nic(self, nic: NicStats, dt: float, went_down: bool) -> None:
+        """One step of driver statistics, counted under each driver's own names (nic.count)."""
         t = self.traffic
         victim = nic.interface == VICTIM_NETDEV
         down = victim and self._link_down
@@ -186,45 +186,51 @@ class NodeSimulator:
         roce_bytes = t.gbytes_per_second * 1e9 * dt * load
         eth_bytes = roce_bytes * t.ethernet_fraction
         p = ROCE_PRIORITY
-        for direction in ("rx", "tx"):
-            nic.add(f"{direction}_prio{p}_bytes", int(roce_bytes))
-            nic.add(f"{direction}_prio{p}_packets", int(roce_bytes / t.packet_bytes))
-            nic.add(f"{direction}_prio0_bytes", int(eth_bytes))
-            nic.add(f"{direction}_prio0_packets", int(eth_bytes / 1500))
-            nic.add(f"{direction}_bytes_phy", int(roce_bytes + eth_bytes))
-            nic.add(f"{direction}_packets_phy", int(roce_bytes / t.packet_bytes + eth_bytes / 1500))
-            nic.add(f"{direction}_bytes", int(eth_bytes))
-            nic.add(f"{direction}_packets", int(eth_bytes / 1500))
-        nic.add("rx_bits_phy", int((roce_bytes + eth_bytes) * 8))
-        nic.add("rx_corrected_bits_phy", self._count((roce_bytes + eth_bytes) * 8 * 1e-9))
-        for lane in range(4):
-            nic.add(f"rx_err_lane_{lane}_phy", self._count((roce_bytes + eth_bytes) * 2 * 1e-9))
+        for d in ("rx", "tx"):
+            nic.count("prio_bytes", int(roce_bytes), d, p)
+            nic.count("prio_packets", int(roce_bytes / t.packet_bytes), d, p)
+            nic.count("prio_bytes", int(eth_bytes), d, 0)
+            nic.count("prio_packets", int(eth_bytes / 1500), d, 0)
+            nic.count("wire_bytes", int(roce_bytes + eth_bytes), d)
+            nic.count("wire_packets", int(roce_bytes / t.packet_bytes + eth_bytes / 1500), d)
+            nic.count("eth_bytes", int(eth_bytes), d)
+            nic.count("eth_packets", int(eth_bytes / 1500), d)
+        wire_bits = (roce_bytes + eth_bytes) * 8
+        nic.count("rx_bits", int(wire_bits))
+        # Raw per-lane errors before FEC; FEC corrects them all (the OFED capture's lanes sum to
+        # its rx_corrected_bits_phy).
+        lane_errors = [self._count(wire_bits / 4 * 1e-9) for _ in range(4)]
+        for lane, errors in enumerate(lane_errors):
+            nic.count("lane_errors", errors, priority=lane)
+        nic.count("fec_corrected_bits", sum(lane_errors))
         if went_down and victim:
-            nic.add("link_down_events_phy", 1)
-            nic.add("rx_crc_errors_phy", self.rng.randint(1, 20))
-            nic.add("rx_symbol_err_phy", self.rng.randint(10, 200))
+            nic.count("link_down", 1)
+            nic.count("crc_errors", self.rng.randint(1, 20))
+            nic.count("symbol_errors", self.rng.randint(10, 200))
         # PFC on the RoCE priority: a trickle normally, a flood in a storm.
         if storm:
             ramp = min(1.0, 0.3 + self.scenarios.elapsed("pfc-storm") / 20)
             rx_pauses, tx_pauses = self._count(60000 * dt * ramp), self._count(25000 * dt * ramp)
             rx_paused_us, tx_paused_us = int(0.8e6 * dt * ramp), int(0.4e6 * dt * ramp)
-            nic.add("tx_pause_storm_warning_events", self._count(dt / 5))
+            nic.count("storm_warning", self._count(dt / 5))
             if self.scenarios.elapsed("pfc-storm") > 20:
-                nic.add("tx_pause_storm_error_events", self._count(dt / 15))
-            nic.add(f"rx_prio{p}_discards", self._count(200 * dt))
-            nic.add("rx_buffer_passed_thres_phy", self._count(50 * dt))
+                nic.count("storm_error", self._count(dt / 15))
+            nic.count("prio_discards", self._count(200 * dt), priority=p)
+            nic.count("buffer_threshold", self._count(50 * dt))
         else:
             rx_pauses = self._count(t.pause_frames_per_second * dt)
             tx_pauses = self._count(t.pause_frames_per_second * dt / 3)
             rx_paused_us, tx_paused_us = rx_pauses * 3, tx_pauses * 3
-        for direction, frames, paused in (("rx", rx_pauses, rx_paused_us), ("tx", tx_pauses, tx_paused_us)):
-            nic.add(f"{direction}_prio{p}_pause", frames)
-            nic.add(f"{direction}_prio{p}_pause_duration", paused)
-            nic.add(f"{direction}_pause_ctrl_phy", frames)
-        nic.add(f"rx_prio{p}_pause_transition", self._count(rx_pauses / 2))
+        for d, frames, paused in (("rx", rx_pauses, rx_paused_us), ("tx", tx_pauses, tx_paused_us)):
+            nic.count("pfc_frames", frames, d, p)
+            nic.count("pfc_resume_frames", self._count(frames / 2), d, p)
+            nic.count("pfc_us", paused, d, p)
+            nic.count("link_pause_frames", frames, d)
+            nic.count("pfc_transitions", self._count(frames / 2), d, p)
         if self.scenarios.active("ecn-spike"):
             ramp = min(1.0, 0.2 + self.scenarios.elapsed("ecn-spike") / 30)
-            nic.add(f"rx_prio{p}_marked", self._count(roce_bytes / t.packet_bytes * (0.08 if victim else 0.01) * ramp))
+            marked = roce_bytes / t.packet_bytes * (0.08 if victim else 0.01) * ramp
+            nic.count("ecn_marked", self._count(marked), priority=p)
 
     async def run(self, period: float = 1.0) -> None:
         loop = asyncio.get_running_loop()
@@ -238,6 +244,14 @@ class NodeSimulator:
             except OSError:
                 log.exception("node simulator step failed")
             last = now
+
+
+def netdev_driver(device: str) -> str:
+    """The NIC driver behind an RDMA device's netdev, by the RDMA driver's device name."""
+    for prefix, driver in (("mlx5_", "mlx5"), ("bnxt_re", "bnxt_en"), ("irdma", "ice"), ("i40iw", "i40e")):
+        if device.startswith(prefix):
+            return driver
+    raise ValueError(f"{device}: no simulated NIC driver for this RDMA device")
 
 
 async def demo_part(ctx):

@@ -74,7 +74,8 @@ def bench_devices(count: int = 8) -> list[DeviceSpec]:
 
 def demo_devices() -> list[DeviceSpec]:
     """The demo node: RoCE and IB mlx5 ports, an old iWARP device whose PMA reads N/A, an irdma
-    device with no counters/, and a switchdev-mode device with device-level hw_counters."""
+    device with no counters/, a switchdev-mode device with device-level hw_counters, and a
+    Broadcom bnxt_re RoCE port (no counters/; its hw_counters are not simulated: no capture)."""
     roce = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", ports=[PortSpec(
         link_layer="Ethernet", netdev=f"ens{i + 1}f0np0", rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
     ib = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", ports=[PortSpec(rate="400 Gb/sec (4X NDR)")])
@@ -87,7 +88,10 @@ def demo_devices() -> list[DeviceSpec]:
     irdma = DeviceSpec("irdma0", hca_type="E810", board_id="E810-XXVDA2", fw_ver="1.57", ports=[PortSpec(
         link_layer="Ethernet", netdev="ens9f0", rate="25 Gb/sec (1X EDR)", counters="absent",
         hw_counters=IRDMA_HW_COUNTERS)])
-    return roce + ib + [switchdev, iwarp, irdma]
+    bnxt = DeviceSpec("bnxt_re0", hca_type="", board_id="", fw_ver="220.0.57.0", ports=[PortSpec(
+        link_layer="Ethernet", netdev="ens10f0np0", rate="25 Gb/sec (1X EDR)", counters="absent",
+        hw_counters=())])
+    return roce + ib + [switchdev, iwarp, irdma, bnxt]
 
 
 def initial_value(path: str, name: str) -> int:

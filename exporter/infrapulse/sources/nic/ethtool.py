@@ -11,8 +11,9 @@ matches. Each interface is a target of `infrapulse_source_up{source="ethtool"}`;
 whose driver has no statistics (lo) is up 0 with reason `not_supported`.
 
 Only the stats that mean something for a lossless fabric are exported, under stable names
-(the mlx5 set has ~700 per port; node_exporter exports them all, untyped). Names follow
-drivers/net/ethernet/mellanox/mlx5/core/en_stats.c; other drivers simply match fewer.
+(the mlx5 set has ~700 per port; node_exporter exports them all, untyped). ethtool_map.py says
+which mlx5, bnxt_en and ice statistic goes where. An interface whose statistics map to no
+family is reported (reason `partial`, coverage 0) instead of looking healthy.
 """
 
 from __future__ import annotations
@@ -24,148 +25,30 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from ... import catalog
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
-from ..base import PollingSource, TargetResult
+from ..base import PollingSource, SourceContext, TargetResult
 from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNotSupported
+from .ethtool_map import Plan, plan_coverage, plan_stats
+from .families import ETHTOOL_SOURCE, STAT_COUNT
 from .infiniband import rdma_netdevs
 
-SRC = "ethtool"
-IFACE = ("interface",)
-PRIO = ("interface", "priority")
-PRIO_DIR = ("interface", "priority", "direction")
-DIR = ("interface", "direction")
+SRC = ETHTOOL_SOURCE
+UNMAPPED = "driver_stats"  # coverage mapping: driver statistics that feed some family
 
 
-def _counter(name: str, help: str, labels: tuple[str, ...], unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.COUNTER, help, labels, unit=unit, source=SRC)
+@dataclass
+class _InterfacePlan:
+    """What one stat name table maps to, kept while the table stays the same."""
 
-
-PFC_FRAMES = _counter("infrapulse_nic_pfc_pause_frames_total",
-                      "PFC pause frames per priority and direction (rx_prioN_pause / tx_prioN_pause); "
-                      "present only for priorities with PFC enabled.", PRIO_DIR)
-PFC_DURATION = _counter("infrapulse_nic_pfc_pause_duration_seconds_total",
-                        "Time paused by PFC per priority (rx/tx_prioN_pause_duration, microseconds -> "
-                        "seconds). rate() of it is the paused fraction of time.", PRIO_DIR, unit="seconds")
-PFC_TRANSITIONS = _counter("infrapulse_nic_pfc_pause_transitions_total",
-                           "XOFF to XON transitions of received PFC pause (rx_prioN_pause_transition).", PRIO)
-PAUSE_STORM = _counter("infrapulse_nic_pause_storm_events_total",
-                       "Pause storm events: level=warning (the NIC sent pauses for a long time) or error "
-                       "(it stopped sending pauses after the timeout; drops may have occurred).",
-                       ("interface", "level"))
-PRIO_DISCARDS = _counter("infrapulse_nic_priority_discards_total",
-                         "Received packets discarded for lack of receive buffers, per priority "
-                         "(rx_prioN_discards).", PRIO)
-PRIO_BUF_DISCARDS = _counter("infrapulse_nic_priority_buffer_discards_total",
-                             "Packets discarded for lack of per-host receive buffers, per priority "
-                             "(rx_prioN_buf_discard).", PRIO)
-PRIO_CONG_DISCARDS = _counter("infrapulse_nic_priority_congestion_discards_total",
-                              "Packets discarded by per-host congestion (WRED), per priority "
-                              "(rx_prioN_cong_discard).", PRIO)
-ECN_MARKED = _counter("infrapulse_nic_ecn_marked_packets_total",
-                      "Packets ECN-marked by the device for per-host congestion, per priority "
-                      "(rx_prioN_marked).", PRIO)
-PRIO_BYTES = _counter("infrapulse_nic_priority_bytes_total",
-                      "Bytes per priority and direction (rx/tx_prioN_bytes).", PRIO_DIR, unit="bytes")
-PRIO_PACKETS = _counter("infrapulse_nic_priority_packets_total",
-                        "Packets per priority and direction (rx/tx_prioN_packets).", PRIO_DIR)
-GLOBAL_PAUSE = _counter("infrapulse_nic_global_pause_frames_total",
-                        "IEEE 802.3x global pause frames (rx/tx_global_pause).", DIR)
-GLOBAL_PAUSE_DURATION = _counter("infrapulse_nic_global_pause_duration_seconds_total",
-                                 "Time paused by global pause (microseconds -> seconds).", DIR, unit="seconds")
-LINK_PAUSE = _counter("infrapulse_nic_pause_frames_total",
-                      "All link-level pause frames at the PHY, any priority (rx/tx_pause_ctrl_phy).", DIR)
-PHY_ERRORS = _counter("infrapulse_nic_phy_errors_total",
-                      "Physical-layer errors by kind: crc, symbol, pcs_symbol (not corrected by FEC), "
-                      "in_range_length, out_of_range_length, oversize, undersize, fragment, jabber, transmit.",
-                      ("interface", "kind"))
-LANE_ERRORS = _counter("infrapulse_nic_lane_errors_total",
-                       "Raw per-lane errors before FEC (rx_err_lane_N_phy).", ("interface", "lane"))
-FEC_CORRECTED = _counter("infrapulse_nic_fec_corrected_bits_total",
-                         "Bits corrected by FEC (rx_corrected_bits_phy); over received bits it is the "
-                         "pre-FEC bit error ratio.", IFACE)
-RX_BITS = _counter("infrapulse_nic_received_bits_total",
-                   "Bits received at the PHY (rx_bits_phy): the BER denominator.", IFACE)
-LINK_DOWN = _counter("infrapulse_nic_link_down_events_total",
-                     "Link down events seen by the PHY (link_down_events_phy).", IFACE)
-PORT_DISCARDS = _counter("infrapulse_nic_port_discards_total",
-                         "Packets dropped by the port for lack of buffers (rx/tx_discards_phy).", DIR)
-PHY_BYTES = _counter("infrapulse_nic_phy_bytes_total",
-                     "Bytes on the wire, RoCE included (rx/tx_bytes_phy).", DIR, unit="bytes")
-PHY_PACKETS = _counter("infrapulse_nic_phy_packets_total",
-                       "Packets on the wire, RoCE included (rx/tx_packets_phy).", DIR)
-BUFFER_ALMOST_FULL = _counter("infrapulse_nic_rx_buffer_almost_full_events_total",
-                              "Times the port receive buffer passed its threshold (rx_buffer_passed_thres_phy).",
-                              IFACE)
-OUT_OF_BUFFER = _counter("infrapulse_nic_rx_out_of_buffer_total",
-                         "Ethernet receive queue had no software buffer (rx_out_of_buffer; not RDMA).", IFACE)
-STAT_COUNT = catalog.declare("infrapulse_nic_driver_stats", catalog.GAUGE,
-                             "How many statistics the driver reported in the last collection.", IFACE, source=SRC)
-DRIVER_STAT = catalog.declare("infrapulse_nic_driver_stat", catalog.GAUGE,
-                              "Raw driver statistics selected by `include_stats` (counter or gauge, as the "
-                              "driver defines it).", ("interface", "stat"), source=SRC)
-
-# Per-priority stats: rx_prio3_pause, tx_prio0_pause_duration, rx_prio5_marked, ...
-_PRIO_STAT = re.compile(r"(rx|tx)_prio([0-7])_(\w+)")
-_PRIO_SUFFIX: dict[str, tuple[catalog.Family, bool, float]] = {  # suffix -> family, has direction, scale
-    "pause": (PFC_FRAMES, True, 1.0), "pause_duration": (PFC_DURATION, True, 1e-6),
-    "bytes": (PRIO_BYTES, True, 1.0), "packets": (PRIO_PACKETS, True, 1.0),
-    "pause_transition": (PFC_TRANSITIONS, False, 1.0), "discards": (PRIO_DISCARDS, False, 1.0),
-    "buf_discard": (PRIO_BUF_DISCARDS, False, 1.0), "cong_discard": (PRIO_CONG_DISCARDS, False, 1.0),
-    "marked": (ECN_MARKED, False, 1.0),
-}
-_LANE_STAT = re.compile(r"rx_err_lane_(\d+)_phy")
-# stat name -> family, labels after `interface`, scale
-FIXED_STATS: dict[str, tuple[catalog.Family, tuple[str, ...], float]] = {
-    "tx_pause_storm_warning_events": (PAUSE_STORM, ("warning",), 1.0),
-    "tx_pause_storm_error_events": (PAUSE_STORM, ("error",), 1.0),
-    "rx_global_pause": (GLOBAL_PAUSE, ("rx",), 1.0), "tx_global_pause": (GLOBAL_PAUSE, ("tx",), 1.0),
-    "rx_global_pause_duration": (GLOBAL_PAUSE_DURATION, ("rx",), 1e-6),
-    "tx_global_pause_duration": (GLOBAL_PAUSE_DURATION, ("tx",), 1e-6),
-    "rx_pause_ctrl_phy": (LINK_PAUSE, ("rx",), 1.0), "tx_pause_ctrl_phy": (LINK_PAUSE, ("tx",), 1.0),
-    "rx_crc_errors_phy": (PHY_ERRORS, ("crc",), 1.0), "rx_symbol_err_phy": (PHY_ERRORS, ("symbol",), 1.0),
-    "rx_pcs_symbol_err_phy": (PHY_ERRORS, ("pcs_symbol",), 1.0),
-    "rx_in_range_len_errors_phy": (PHY_ERRORS, ("in_range_length",), 1.0),
-    "rx_out_of_range_len_phy": (PHY_ERRORS, ("out_of_range_length",), 1.0),
-    "rx_oversize_pkts_phy": (PHY_ERRORS, ("oversize",), 1.0),
-    "rx_undersize_pkts_phy": (PHY_ERRORS, ("undersize",), 1.0),
-    "rx_fragments_phy": (PHY_ERRORS, ("fragment",), 1.0), "rx_jabbers_phy": (PHY_ERRORS, ("jabber",), 1.0),
-    "tx_errors_phy": (PHY_ERRORS, ("transmit",), 1.0),
-    "rx_corrected_bits_phy": (FEC_CORRECTED, (), 1.0), "rx_bits_phy": (RX_BITS, (), 1.0),
-    "link_down_events_phy": (LINK_DOWN, (), 1.0),
-    "rx_discards_phy": (PORT_DISCARDS, ("rx",), 1.0), "tx_discards_phy": (PORT_DISCARDS, ("tx",), 1.0),
-    "rx_bytes_phy": (PHY_BYTES, ("rx",), 1.0), "tx_bytes_phy": (PHY_BYTES, ("tx",), 1.0),
-    "rx_packets_phy": (PHY_PACKETS, ("rx",), 1.0), "tx_packets_phy": (PHY_PACKETS, ("tx",), 1.0),
-    "rx_buffer_passed_thres_phy": (BUFFER_ALMOST_FULL, (), 1.0),
-    "rx_out_of_buffer": (OUT_OF_BUFFER, (), 1.0),
-}
-
-Plan = list[tuple[int, str, tuple[str, ...], float]]  # (stat index, family, labels, scale)
-
-
-def plan_stats(interface: str, names: Sequence[str], include: Sequence[re.Pattern] = ()) -> Plan:
-    """Decide once per stat set where each stat goes; reused while the names stay the same."""
-    plan: Plan = []
-    for index, name in enumerate(names):
-        fixed = FIXED_STATS.get(name)
-        if fixed is not None:
-            family, labels, scale = fixed
-            plan.append((index, family.name, (interface, *labels), scale))
-        elif (match := _PRIO_STAT.fullmatch(name)) and match.group(3) in _PRIO_SUFFIX:
-            direction, prio, suffix = match.groups()
-            family, with_direction, scale = _PRIO_SUFFIX[suffix]
-            labels = (interface, prio, direction) if with_direction else (interface, prio)
-            if with_direction or direction == "rx":
-                plan.append((index, family.name, labels, scale))
-        elif match := _LANE_STAT.fullmatch(name):
-            plan.append((index, LANE_ERRORS.name, (interface, match.group(1)), 1.0))
-        if include and any(p.fullmatch(name) for p in include):
-            plan.append((index, DRIVER_STAT.name, (interface, name), 1.0))
-    return plan
+    names: Sequence[str]
+    plan: Plan
+    coverage: dict[str, int]  # family -> series, plus UNMAPPED -> statistics that map somewhere
+    unmapped_note: str  # "" when something maps; else why this interface exports nothing
 
 
 class StatsProvider(Protocol):
@@ -183,7 +66,8 @@ class StatsProvider(Protocol):
 class IoctlStatsProvider:
     """The real thing: SIOCETHTOOL on the interfaces of {sysfs_root}/class/net."""
 
-    def __init__(self, sysfs_root: str | os.PathLike = "/sys", ethtool: EthtoolIoctl | None = None) -> None:
+    def __init__(self, sysfs_root: str | os.PathLike[str] = "/sys",
+                 ethtool: EthtoolIoctl | None = None) -> None:
         self.net_dir = Path(sysfs_root) / "class" / "net"
         self.ethtool = ethtool or EthtoolIoctl()
 
@@ -206,7 +90,7 @@ class FileStatsProvider:
     The simulator rewrites those files atomically (write + rename), so a read sees whole files.
     """
 
-    def __init__(self, stats_dir: str | os.PathLike) -> None:
+    def __init__(self, stats_dir: str | os.PathLike[str]) -> None:
         self.stats_dir = Path(stats_dir)
         self._names: dict[str, tuple[str, ...]] = {}
 
@@ -241,7 +125,7 @@ class EthtoolCollector:
     """The synchronous part: resolve interfaces, read each, map stats into snapshots."""
 
     def __init__(self, provider: StatsProvider, interfaces: list[str] | None = None,
-                 sysfs_root: str | os.PathLike = "/sys", include_stats: list[str] | None = None,
+                 sysfs_root: str | os.PathLike[str] = "/sys", include_stats: list[str] | None = None,
                  rescan_interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.provider = provider
         self._patterns = [re.compile(p) for p in interfaces] if interfaces else None
@@ -251,7 +135,10 @@ class EthtoolCollector:
         self._clock = clock
         self._interfaces: list[str] = []
         self._resolved_at: float | None = None
-        self._plans: dict[str, tuple[Sequence[str], Plan]] = {}
+        self._plans: dict[str, _InterfacePlan] = {}
+        # (interface, sample name, count) for each new stat table that maps to nothing; the
+        # source hands them to store.count_unmapped once.
+        self._unmapped: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
 
     def resolve(self) -> list[str]:
@@ -263,13 +150,41 @@ class EthtoolCollector:
         self._resolved_at = self._clock()
         return found
 
-    def _plan(self, interface: str, names: Sequence[str]) -> Plan:
+    def _plan(self, interface: str, names: Sequence[str]) -> _InterfacePlan:
         cached = self._plans.get(interface)
-        if cached is not None and (cached[0] is names or cached[0] == names):
-            return cached[1]
+        if cached is not None and (cached.names is names or cached.names == names):
+            return cached
         plan = plan_stats(interface, names, self._include)
-        self._plans[interface] = (names, plan)
-        return plan
+        coverage = plan_coverage(plan)
+        mapped = sum(1 for _, family, _, _ in plan if family in coverage)
+        coverage[UNMAPPED] = mapped
+        note = ""
+        if not mapped:
+            driver = self._driver(interface)
+            by_driver = f" (driver {driver})" if driver else ""
+            first = ", ".join(names[:3])
+            note = (f"{interface}: none of its {len(names)} driver statistics maps to an infrapulse_nic_* "
+                    f"family{by_driver}; only the stat count is exported (first names: {first})")
+            self._unmapped.append((interface, names[0], len(names)))
+        cached = self._plans[interface] = _InterfacePlan(names, plan, coverage, note)
+        return cached
+
+    def _driver(self, interface: str) -> str:
+        """The kernel driver behind an interface, for messages; "" when sysfs does not say."""
+        try:
+            return os.path.basename(os.readlink(Path(self.sysfs_root) / "class" / "net" / interface
+                                                / "device" / "driver"))
+        except OSError:
+            return ""
+
+    def coverage(self, interface: str) -> dict[str, int] | None:
+        """Series per family of the interface's current stat table (None before a good read)."""
+        cached = self._plans.get(interface)
+        return dict(cached.coverage) if cached is not None else None
+
+    def take_unmapped(self) -> list[tuple[str, str, int]]:
+        taken, self._unmapped = self._unmapped, []
+        return taken
 
     def collect(self) -> list[TargetResult]:
         if not self._lock.acquire(blocking=False):
@@ -299,25 +214,29 @@ class EthtoolCollector:
             return TargetResult(interface, reason="not_supported", message=str(exc))
         except InterfaceGone:
             self._plans.pop(interface, None)
-            return TargetResult(interface, reason="no_such_interface", message=f"{interface}: no such interface")
+            return TargetResult(interface, reason="no_such_interface",
+                                message=f"{interface}: no such interface")
         except StatSetChanged as exc:
             return TargetResult(interface, reason="stats_unstable", message=str(exc))
         except OSError as exc:
-            return TargetResult(interface, reason="ioctl_error", message=f"{interface}: {exc.strerror or exc}")
+            return TargetResult(interface, reason="ioctl_error",
+                                message=f"{interface}: {exc.strerror or exc}")
         except ValueError as exc:
             return TargetResult(interface, reason="unreadable", message=f"{interface}: {exc}")
         if not names:
             return TargetResult(interface, reason="not_supported", message=f"{interface}: no statistics")
         snap = Snapshot()
         series = snap.series
-        for index, family, labels, scale in self._plan(interface, names):
+        planned = self._plan(interface, names)
+        for index, family, labels, divisor in planned.plan:
             bucket = series.get(family)
             if bucket is None:
                 bucket = series[family] = {}
             value = values[index]
-            bucket[labels] = value * scale if scale != 1.0 else value
+            bucket[labels] = value / divisor if divisor != 1 else value
         series[STAT_COUNT.name] = {(interface,): float(len(names))}
-        return TargetResult(interface, snapshot=snap)
+        partial = [planned.unmapped_note] if planned.unmapped_note else []
+        return TargetResult(interface, snapshot=snap, partial_errors=partial)
 
     def close(self) -> None:
         with self._lock:
@@ -329,7 +248,8 @@ class EthtoolSource(PollingSource):
     name = SRC
     role = "node"
     CONFIG = Section(
-        doc="NIC driver statistics via the SIOCETHTOOL ioctl: per-priority PFC, ECN marks, discards, PHY errors.",
+        doc="NIC driver statistics via the SIOCETHTOOL ioctl: per-priority PFC, ECN marks, discards, "
+            "PHY errors.",
         fields={
             "enabled": AutoBool("auto: on when `interfaces` or `stats_dir` is set or RDMA ports exist under "
                                 "{sysfs_root}/class/infiniband; true: always; false: off."),
@@ -340,23 +260,26 @@ class EthtoolSource(PollingSource):
                               default="/sys"),
             "stats_dir": Str("Simulation and testing only: read stats from <stats_dir>/<interface>.json "
                              "(an object of stat name -> integer) instead of the ioctl.", default=""),
-            "include_stats": ListOf(item=Regex(), doc="Also export raw driver stats whose name fully matches one "
-                                                      "of these regexes as infrapulse_nic_driver_stat{stat}."),
+            "include_stats": ListOf(item=Regex(),
+                                    doc="Also export raw driver stats whose name fully matches one of these "
+                                        "regexes as infrapulse_nic_driver_stat{stat}."),
             "interval": Duration("Poll interval of this source (default: the global interval).", min=0.05),
-            "rescan_interval": Duration("How often the interface list is resolved again.", default="30s", min=0),
+            "rescan_interval": Duration("How often the interface list is resolved again.", default="30s",
+                                        min=0),
         },
     )
 
-    def __init__(self, config: dict, ctx) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         root = config.get("sysfs_root") or "/sys"
         provider: StatsProvider = (FileStatsProvider(config["stats_dir"]) if config.get("stats_dir")
                                    else IoctlStatsProvider(root))
-        self.collector = EthtoolCollector(provider, config.get("interfaces"), root, config.get("include_stats"),
+        self.collector = EthtoolCollector(provider, config.get("interfaces"), root,
+                                          config.get("include_stats"),
                                           config.get("rescan_interval", 30.0))
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         enabled = config.get("enabled", "auto")
         if enabled == "auto":
             root = Path(config.get("sysfs_root") or "/sys")
@@ -366,7 +289,14 @@ class EthtoolSource(PollingSource):
 
     async def collect(self) -> list[TargetResult]:
         # GSTATS on mlx5 queries firmware registers (8 PPCNT reads for the per-priority group alone).
-        return await asyncio.to_thread(self.collector.collect)
+        results = await asyncio.to_thread(self.collector.collect)
+        for result in results:
+            coverage = self.collector.coverage(result.target) if result.snapshot is not None else None
+            if coverage is not None:
+                self.store.set_coverage(SRC, result.target, coverage)
+        for interface, sample, count in self.collector.take_unmapped():
+            self.store.count_unmapped(SRC, interface, UNMAPPED, sample, count)
+        return results
 
     async def close(self) -> None:
         await asyncio.to_thread(self.collector.close)

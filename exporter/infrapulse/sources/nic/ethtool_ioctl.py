@@ -65,7 +65,7 @@ class EthtoolIoctl:
         self._ioctl = ioctl
         self.retries = retries
         self._sock: socket.socket | None = None
-        self._buffers: dict[tuple[str, int], array.array] = {}
+        self._buffers: dict[tuple[str, int], array.array[int]] = {}
         # interface -> (raw name table, decoded names): unchanged tables reuse the same tuple,
         # so callers can cache per-name work by identity.
         self._names: dict[str, tuple[bytes, tuple[str, ...]]] = {}
@@ -80,7 +80,7 @@ class EthtoolIoctl:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         return self._sock.fileno()
 
-    def _buffer(self, interface: str, kind: int, size: int) -> array.array:
+    def _buffer(self, interface: str, kind: int, size: int) -> array.array[int]:
         """A zeroed byte buffer of at least `size` bytes, reused across calls."""
         key = (interface, kind)
         buf = self._buffers.get(key)
@@ -88,7 +88,7 @@ class EthtoolIoctl:
             buf = self._buffers[key] = array.array("B", bytes(size))
         return buf
 
-    def _call(self, interface: str, buf: array.array) -> None:
+    def _call(self, interface: str, buf: array.array[int]) -> None:
         name = interface.encode()
         if not name or len(name) >= IFNAMSIZ:
             raise ValueError(f"invalid interface name {interface!r}")
@@ -112,7 +112,7 @@ class EthtoolIoctl:
         _, _, mask, count = _SSET_INFO.unpack_from(buf, 0)
         if not mask & (1 << ETH_SS_STATS):
             raise StatsNotSupported(f"{interface}: the driver has no ethtool statistics")
-        return count
+        return int(count)
 
     def stat_names(self, interface: str, count: int) -> tuple[str, ...]:
         head = _GSTRINGS_HEAD.size

@@ -1,8 +1,9 @@
 """Source `infiniband`: RDMA port state and counters from `/sys/class/infiniband`.
 
 For every device (optionally filtered by regex) and every port it reads `state`,
-`phys_state`, `rate`, `link_layer`, the PMA `counters/`, every file of `hw_counters/`, the
-device-level `hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
+`phys_state`, `rate`, `link_layer`, the PMA `counters/` (the 64-bit legacy `counters_ext/*_64`
+instead where an old kernel has them), every file of `hw_counters/`, the device-level
+`hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
 `gid_attrs/ndevs`. Each device is one target: `infrapulse_source_up{source="infiniband",
 target="mlx5_3"}` tells whether that device could be read.
 
@@ -29,109 +30,53 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ... import catalog
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
-from ..base import PollingSource, TargetResult
+from ..base import PollingSource, SourceContext, TargetResult
+from .families import (
+    CNP_HANDLED,
+    CNP_IGNORED,
+    CNP_SENT,
+    DEVICE_INFO,
+    EXCESSIVE_OVERRUN,
+    HW_COUNTER,
+    IB_SOURCE,
+    LINK_DOWNED,
+    LINK_ERROR_RECOVERY,
+    LOCAL_LINK_INTEGRITY,
+    PORT_COUNTER,
+    PORT_INFO,
+    PORT_PHYS_STATE,
+    PORT_RATE,
+    PORT_STATE,
+    RDMA_ECN_MARKED,
+    RDMA_OUT_OF_BUFFER,
+    RECEIVE_ERRORS,
+    RETRANSMISSIONS,
+    RX_BYTES,
+    RX_CONSTRAINT,
+    RX_DISCARDS,
+    RX_MULTICAST,
+    RX_PACKETS,
+    RX_REMOTE_PHYS,
+    RX_SWITCH_RELAY,
+    RX_UNICAST,
+    SATURATED,
+    SYMBOL_ERRORS,
+    TRANSMIT_DISCARDS,
+    TRANSMIT_WAIT,
+    TX_BYTES,
+    TX_CONSTRAINT,
+    TX_MULTICAST,
+    TX_PACKETS,
+    TX_UNICAST,
+    VL15_DROPPED,
+)
 
-SRC = "infiniband"
-PORT = ("device", "port")
-
-
-def _counter(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.COUNTER, help, labels, unit=unit, source=SRC)
-
-
-def _gauge(name: str, help: str, labels: tuple[str, ...] = PORT, unit: str = "") -> catalog.Family:
-    return catalog.declare(name, catalog.GAUGE, help, labels, unit=unit, source=SRC)
-
-
-DEVICE_INFO = catalog.declare(
-    "infrapulse_rdma_device_info", catalog.INFO,
-    "RDMA device metadata from /sys/class/infiniband/<device> (hca_type, board_id, fw_ver, node_guid).",
-    ("device", "hca_type", "board_id", "firmware_version", "node_guid"), source=SRC)
-PORT_INFO = catalog.declare(
-    "infrapulse_rdma_port_info", catalog.INFO,
-    "RDMA port metadata: link_layer (InfiniBand or Ethernet = RoCE) and, for RoCE, the netdev "
-    "behind the port (gid_attrs/ndevs); empty for InfiniBand ports.",
-    ("device", "port", "link_layer", "netdev"), source=SRC)
-PORT_STATE = _gauge("infrapulse_rdma_port_state",
-                    "Logical port state id (1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER).")
-PORT_PHYS_STATE = _gauge("infrapulse_rdma_port_physical_state",
-                         "Physical port state id (2 Polling, 3 Disabled, 5 LinkUp, 6 LinkErrorRecovery, ...).")
-PORT_RATE = _gauge("infrapulse_rdma_port_rate_bytes_per_second",
-                   "Port signalling rate from the `rate` file (Gb/s x 125000000).", unit="bytes")
-RX_BYTES = _counter("infrapulse_rdma_port_received_bytes_total",
-                    "Data octets received (counters/port_rcv_data x 4). On RoCE only RDMA traffic of this "
-                    "function.", unit="bytes")
-TX_BYTES = _counter("infrapulse_rdma_port_transmitted_bytes_total",
-                    "Data octets transmitted (counters/port_xmit_data x 4). On RoCE only RDMA traffic of this "
-                    "function.", unit="bytes")
-RX_PACKETS = _counter("infrapulse_rdma_port_received_packets_total", "Packets received (counters/port_rcv_packets).")
-TX_PACKETS = _counter("infrapulse_rdma_port_transmitted_packets_total",
-                      "Packets transmitted (counters/port_xmit_packets).")
-LINK_DOWNED = _counter("infrapulse_rdma_port_link_downed_total",
-                       "Times the link failed to recover from an error and went down (8-bit, saturates).")
-LINK_ERROR_RECOVERY = _counter("infrapulse_rdma_port_link_error_recovery_total",
-                               "Successful link error recoveries (8-bit, saturates).")
-SYMBOL_ERRORS = _counter("infrapulse_rdma_port_symbol_errors_total",
-                         "Minor link errors on one or more lanes (counters/symbol_error, 16-bit, saturates).")
-RECEIVE_ERRORS = _counter("infrapulse_rdma_port_receive_errors_total",
-                          "Packets with errors received (counters/port_rcv_errors, 16-bit, saturates).")
-TRANSMIT_DISCARDS = _counter("infrapulse_rdma_port_transmit_discards_total",
-                             "Outbound packets discarded because the port was down or congested "
-                             "(counters/port_xmit_discards, 16-bit, saturates).")
-TRANSMIT_WAIT = _counter("infrapulse_rdma_port_transmit_wait_total",
-                         "Ticks with data to send but no credits (counters/port_xmit_wait, 32-bit, saturates).")
-RX_REMOTE_PHYS = _counter("infrapulse_rdma_port_receive_remote_physical_errors_total",
-                          "Packets received marked with the EBP delimiter (16-bit, saturates).")
-RX_SWITCH_RELAY = _counter("infrapulse_rdma_port_receive_switch_relay_errors_total",
-                           "Packets that could not be forwarded by a switch (16-bit, saturates).")
-RX_CONSTRAINT = _counter("infrapulse_rdma_port_receive_constraint_errors_total",
-                         "Packets discarded on receive for partition/constraint reasons (8-bit, saturates).")
-TX_CONSTRAINT = _counter("infrapulse_rdma_port_transmit_constraint_errors_total",
-                         "Packets not transmitted for partition/constraint reasons (8-bit, saturates).")
-LOCAL_LINK_INTEGRITY = _counter("infrapulse_rdma_port_local_link_integrity_errors_total",
-                                "Local physical errors beyond the threshold (4-bit, saturates).")
-EXCESSIVE_OVERRUN = _counter("infrapulse_rdma_port_excessive_buffer_overrun_errors_total",
-                             "Consecutive flow-control update overruns (4-bit, saturates).")
-VL15_DROPPED = _counter("infrapulse_rdma_port_vl15_dropped_total",
-                        "Subnet management packets dropped for lack of buffers (16-bit, saturates).")
-RX_DISCARDS = _counter("infrapulse_rdma_port_receive_discards_total",
-                       "Inbound packets discarded (counters/port_rcv_discards, where the driver has it).")
-RX_UNICAST = _counter("infrapulse_rdma_port_received_unicast_packets_total", "Unicast packets received.")
-TX_UNICAST = _counter("infrapulse_rdma_port_transmitted_unicast_packets_total", "Unicast packets transmitted.")
-RX_MULTICAST = _counter("infrapulse_rdma_port_received_multicast_packets_total", "Multicast packets received.")
-TX_MULTICAST = _counter("infrapulse_rdma_port_transmitted_multicast_packets_total", "Multicast packets transmitted.")
-PORT_COUNTER = _counter("infrapulse_rdma_port_counter_total",
-                        "Any other file of counters/ this driver exposes, under its sysfs name, as-is.",
-                        ("device", "port", "counter"))
-SATURATED = _gauge("infrapulse_rdma_port_saturated_counters",
-                   "PMA counters of this port stuck at their maximum (2^width-1): they no longer count "
-                   "until reset (perfquery -R). Rates computed from them are lower bounds.")
-ECN_MARKED = _counter("infrapulse_rdma_ecn_marked_packets_total",
-                      "RoCEv2 packets received with ECN CE marked (hw_counters/np_ecn_marked_roce_packets).")
-CNP_SENT = _counter("infrapulse_rdma_cnp_sent_total",
-                    "Congestion notification packets sent by the notification point (hw_counters/np_cnp_sent).")
-CNP_HANDLED = _counter("infrapulse_rdma_cnp_handled_total",
-                       "CNPs handled by the reaction point to throttle the sender (hw_counters/rp_cnp_handled).")
-CNP_IGNORED = _counter("infrapulse_rdma_cnp_ignored_total",
-                       "CNPs received and ignored by the reaction point (hw_counters/rp_cnp_ignored); rising "
-                       "means RoCE congestion control is off.")
-OUT_OF_BUFFER = _counter("infrapulse_rdma_out_of_buffer_total",
-                         "Packets dropped because the receive queue had no WQE posted (hw_counters/out_of_buffer; "
-                         "32-bit, wraps).")
-RETRANSMISSIONS = _counter(
-    "infrapulse_rdma_retransmission_events_total",
-    "Events that cause or indicate RDMA retransmission, by hw_counters name (packet_seq_err, "
-    "local_ack_timeout_err, rnr_nak_retry_err, implied_nak_seq_err, duplicate_request, out_of_sequence, "
-    "roce_adp_retrans, roce_adp_retrans_to). mlx5 Q counters are 32-bit and wrap.",
-    ("device", "port", "reason"))
-HW_COUNTER = _counter("infrapulse_rdma_hw_counter_total",
-                      "Every other hw_counters file, under its sysfs name, as-is (driver-specific; "
-                      "device-level counters have port=\"\").",
-                      ("device", "port", "counter"))
+SRC = IB_SOURCE
 
 # PMA counters/ files and their width in bits (drivers/infiniband/core/sysfs.c). Data and packet
 # counters are 64-bit on modern mlx5 (PortCountersExtended); the others saturate at 2^width-1.
@@ -144,14 +89,16 @@ PMA_COUNTER_BITS: dict[str, int] = {
     "unicast_xmit_packets": 64, "unicast_rcv_packets": 64, "multicast_xmit_packets": 64,
     "multicast_rcv_packets": 64,
 }
-# counters/ name -> (family, multiplier). port_*_data count 4-octet words: x4, never x link width.
+# counters/ name -> (family, multiplier). port_*_data count 4-octet words: x4, never x link width
+# (hfi1 is the exception, see DATA_COUNTERS).
 PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
     "port_xmit_data": (TX_BYTES, 4), "port_rcv_data": (RX_BYTES, 4),
     "port_xmit_packets": (TX_PACKETS, 1), "port_rcv_packets": (RX_PACKETS, 1),
     "link_downed": (LINK_DOWNED, 1), "link_error_recovery": (LINK_ERROR_RECOVERY, 1),
     "symbol_error": (SYMBOL_ERRORS, 1), "port_rcv_errors": (RECEIVE_ERRORS, 1),
     "port_xmit_discards": (TRANSMIT_DISCARDS, 1), "port_xmit_wait": (TRANSMIT_WAIT, 1),
-    "port_rcv_remote_physical_errors": (RX_REMOTE_PHYS, 1), "port_rcv_switch_relay_errors": (RX_SWITCH_RELAY, 1),
+    "port_rcv_remote_physical_errors": (RX_REMOTE_PHYS, 1),
+    "port_rcv_switch_relay_errors": (RX_SWITCH_RELAY, 1),
     "port_rcv_constraint_errors": (RX_CONSTRAINT, 1), "port_xmit_constraint_errors": (TX_CONSTRAINT, 1),
     "local_link_integrity_errors": (LOCAL_LINK_INTEGRITY, 1),
     "excessive_buffer_overrun_errors": (EXCESSIVE_OVERRUN, 1), "VL15_dropped": (VL15_DROPPED, 1),
@@ -159,9 +106,25 @@ PMA_FAMILIES: dict[str, tuple[catalog.Family, int]] = {
     "unicast_rcv_packets": (RX_UNICAST, 1), "unicast_xmit_packets": (TX_UNICAST, 1),
     "multicast_rcv_packets": (RX_MULTICAST, 1), "multicast_xmit_packets": (TX_MULTICAST, 1),
 }
+# counters_ext/ (kernels before 4.5, mlx4): 64-bit PortCountersExtended values; each supersedes
+# the counters/ file of the same meaning, which on those kernels is the 32-bit PortCounters one.
+EXT_COUNTERS: dict[str, str] = {
+    "port_xmit_data_64": "port_xmit_data", "port_rcv_data_64": "port_rcv_data",
+    "port_xmit_packets_64": "port_xmit_packets", "port_rcv_packets_64": "port_rcv_packets",
+    "port_unicast_xmit_packets": "unicast_xmit_packets", "port_unicast_rcv_packets": "unicast_rcv_packets",
+    "port_multicast_xmit_packets": "multicast_xmit_packets",
+    "port_multicast_rcv_packets": "multicast_rcv_packets",
+}
+# port_xmit_data / port_rcv_data: octets per counted unit. The IBA counts 4-octet words; hfi1
+# (Omni-Path) answers the PortCountersExtended MAD with its flit counters (hw/hfi1/mad.c:
+# pma_get_ib_portcounters_ext -> C_DC_XMIT_FLITS / C_DC_RCV_FLITS), and a flit carries 8 octets
+# (opa-ff stl_pm.h: "PortXmitData and PortRcvData are in units of flits (8 bytes)").
+DATA_COUNTERS = frozenset(("port_xmit_data", "port_rcv_data"))
+WORD_OCTETS, FLIT_OCTETS = 4, 8
+_HFI1_NAME = re.compile(r"hfi1_\d+")
 HW_FAMILIES: dict[str, catalog.Family] = {
-    "np_ecn_marked_roce_packets": ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
-    "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": OUT_OF_BUFFER,
+    "np_ecn_marked_roce_packets": RDMA_ECN_MARKED, "np_cnp_sent": CNP_SENT, "rp_cnp_handled": CNP_HANDLED,
+    "rp_cnp_ignored": CNP_IGNORED, "out_of_buffer": RDMA_OUT_OF_BUFFER,
 }
 RETRANSMISSION_REASONS = frozenset((
     "packet_seq_err", "local_ack_timeout_err", "rnr_nak_retry_err", "implied_nak_seq_err",
@@ -214,7 +177,7 @@ class InfinibandReader:
     the next one.
     """
 
-    def __init__(self, sysfs_root: str | os.PathLike = "/sys", devices: list[str] | None = None,
+    def __init__(self, sysfs_root: str | os.PathLike[str] = "/sys", devices: list[str] | None = None,
                  rescan_interval: float = 30.0, pread: Callable[[int, int, int], bytes] = os.pread,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.class_dir = Path(sysfs_root) / "class" / "infiniband"
@@ -265,9 +228,11 @@ class InfinibandReader:
         meta = {key: _read_text(base / key) or "" for key in ("hca_type", "board_id", "fw_ver", "node_guid")}
         dev.static[DEVICE_INFO.name] = {
             (name, meta["hca_type"], meta["board_id"], meta["fw_ver"], meta["node_guid"]): 1.0}
-        self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), hw=True)
+        self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), "hw")
+        data_octets = data_unit_octets(base, name)
         try:
-            ports = sorted(os.listdir(base / "ports"), key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
+            ports = sorted(os.listdir(base / "ports"),
+                           key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
         except OSError as exc:
             dev.broken = f"ports/: {exc.strerror}"
             return dev
@@ -281,51 +246,59 @@ class InfinibandReader:
             link_layer = _read_text(pdir / "link_layer") or ""
             netdev = first_netdev(pdir) if link_layer != "InfiniBand" else ""
             port_info[(name, port, link_layer, netdev)] = 1.0
-            for fname, family, kind in (("state", PORT_STATE, K_STATE), ("phys_state", PORT_PHYS_STATE, K_STATE),
+            for fname, family, kind in (("state", PORT_STATE, K_STATE),
+                                        ("phys_state", PORT_PHYS_STATE, K_STATE),
                                         ("rate", PORT_RATE, K_RATE)):
                 rel = f"ports/{port}/{fname}"
                 fd = self._open(pdir / fname, dev, rel)
                 if fd is not None:
                     dev.entries.append((fd, rel, family.name, labels, 1, kind, 0))
-            self._scan_counter_dir(dev, pdir / "counters", f"ports/{port}/counters", labels, hw=False)
-            self._scan_counter_dir(dev, pdir / "hw_counters", f"ports/{port}/hw_counters", labels, hw=True)
+            rel_port = f"ports/{port}"
+            superseded = self._scan_counter_dir(dev, pdir / "counters_ext", f"{rel_port}/counters_ext",
+                                                labels, "ext", data_octets)
+            self._scan_counter_dir(dev, pdir / "counters", f"{rel_port}/counters", labels, "pma", data_octets,
+                                   skip=superseded)
+            self._scan_counter_dir(dev, pdir / "hw_counters", f"ports/{port}/hw_counters", labels, "hw")
         dev.static[PORT_INFO.name] = port_info
         return dev
 
-    def _scan_counter_dir(self, dev: _Device, path: Path, rel_dir: str, labels: tuple[str, str], hw: bool) -> bool:
-        """Add one entry per counter file; False when the directory does not exist (irdma, bnxt_re)."""
+    def _scan_counter_dir(self, dev: _Device, path: Path, rel_dir: str, labels: tuple[str, str], kind: str,
+                          data_octets: int = WORD_OCTETS,
+                          skip: frozenset[str] = frozenset()) -> frozenset[str]:
+        """Add one entry per counter file of a counters/ ("pma"), counters_ext/ ("ext") or
+        hw_counters/ ("hw") directory; files named in `skip` are left out. Returns, for "ext",
+        the counters/ names its files supersede. A missing directory (irdma, bnxt_re) is normal."""
         try:
             files = sorted(os.listdir(path))
         except FileNotFoundError:
-            return False
+            return frozenset()
         except OSError as exc:
             dev.scan_errors.append(f"{rel_dir}/: {exc.strerror}")
-            return False
+            return frozenset()
+        superseded = set()
         for fname in files:
-            if fname in NOT_A_COUNTER:
+            if fname in NOT_A_COUNTER or fname in skip:
                 continue
-            rel = f"{rel_dir}/{fname}"
-            if hw:
-                family = HW_FAMILIES.get(fname)
-                if family is not None:
-                    target = (family.name, labels)
-                elif fname in RETRANSMISSION_REASONS:
-                    target = (RETRANSMISSIONS.name, labels + (fname,))
-                else:
-                    target = (HW_COUNTER.name, labels + (fname,))
+            if kind == "hw":
+                family_name, target_labels = _hw_target(fname, labels)
                 scale, saturate_at = 1, 0
             else:
-                mapped = PMA_FAMILIES.get(fname)
+                pma_name = EXT_COUNTERS.get(fname, fname) if kind == "ext" else fname
+                mapped = PMA_FAMILIES.get(pma_name)
                 if mapped is not None:
-                    target, scale = (mapped[0].name, labels), mapped[1]
+                    family_name, target_labels = mapped[0].name, labels
+                    scale = data_octets if pma_name in DATA_COUNTERS else mapped[1]
+                    if kind == "ext":
+                        superseded.add(pma_name)
                 else:
-                    target, scale = (PORT_COUNTER.name, labels + (fname,)), 1
-                bits = PMA_COUNTER_BITS.get(fname, 64)
+                    family_name, target_labels, scale = PORT_COUNTER.name, labels + (fname,), 1
+                bits = PMA_COUNTER_BITS.get(pma_name, 64) if kind == "pma" else 64
                 saturate_at = 2**bits - 1 if bits < 64 and mapped is not None else 0
+            rel = f"{rel_dir}/{fname}"
             fd = self._open(path / fname, dev, rel)
             if fd is not None:
-                dev.entries.append((fd, rel, target[0], target[1], scale, K_COUNTER, saturate_at))
-        return True
+                dev.entries.append((fd, rel, family_name, target_labels, scale, K_COUNTER, saturate_at))
+        return frozenset(superseded)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -372,6 +345,7 @@ class InfinibandReader:
         good = 0
         gone = False
         for fd, rel, family, labels, scale, kind, saturate_at in dev.entries:
+            value: float  # counters stay int (exact to 2^64), state ids int, rates float
             try:
                 raw = pread(fd, READ_SIZE, 0)
             except OSError as exc:
@@ -402,7 +376,8 @@ class InfinibandReader:
             bucket[labels] = value
         if dev.entries and good == 0:
             return TargetResult(dev.name, reason="unreadable",
-                                message=f"no file of {dev.name} could be read; " + "; ".join(errors[:3])), gone
+                                message=f"no file of {dev.name} could be read; "
+                                        + "; ".join(errors[:3])), gone
         if saturated:
             series[SATURATED.name] = {labels: float(n) for labels, n in saturated.items()}
         return TargetResult(dev.name, snapshot=snap, partial_errors=errors), gone
@@ -423,6 +398,27 @@ class InfinibandReader:
             self._close_fds()
             self._devices = []
             self._scanned_at = None
+
+
+def _hw_target(fname: str, labels: tuple[str, str]) -> tuple[str, tuple[str, ...]]:
+    family = HW_FAMILIES.get(fname)
+    if family is not None:
+        return family.name, labels
+    if fname in RETRANSMISSION_REASONS:
+        return RETRANSMISSIONS.name, labels + (fname,)
+    return HW_COUNTER.name, labels + (fname,)
+
+
+def data_unit_octets(device_dir: Path, name: str) -> int:
+    """Octets per unit of port_xmit_data/port_rcv_data: 8 on hfi1 (flits), else 4 (words).
+
+    The driver is read from the device/driver link; a tree without it (a copied fixture) falls
+    back to the name the hfi1 driver registers, hfi1_<n>."""
+    try:
+        driver = os.path.basename(os.readlink(device_dir / "device" / "driver"))
+    except OSError:
+        driver = "hfi1" if _HFI1_NAME.fullmatch(name) else ""
+    return FLIT_OCTETS if driver == "hfi1" else WORD_OCTETS
 
 
 def _read_text(path: Path) -> str | None:
@@ -449,7 +445,7 @@ def first_netdev(port_dir: Path) -> str:
     return ""
 
 
-def rdma_netdevs(sysfs_root: str | os.PathLike) -> list[str]:
+def rdma_netdevs(sysfs_root: str | os.PathLike[str]) -> list[str]:
     """Every netdev behind an RDMA port under `sysfs_root` (used by the ethtool source)."""
     class_dir = Path(sysfs_root) / "class" / "infiniband"
     found: list[str] = []
@@ -482,7 +478,7 @@ def _raise_fd_limit() -> bool:
     return True
 
 
-def _sysfs_has_infiniband(config: dict) -> bool:
+def _sysfs_has_infiniband(config: dict[str, Any]) -> bool:
     return (Path(config.get("sysfs_root") or "/sys") / "class" / "infiniband").is_dir()
 
 
@@ -505,13 +501,13 @@ class InfinibandSource(PollingSource):
         },
     )
 
-    def __init__(self, config: dict, ctx) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.reader = InfinibandReader(config.get("sysfs_root") or "/sys", config.get("devices"),
                                        config.get("rescan_interval", 30.0))
 
     @classmethod
-    def wanted(cls, config: dict) -> bool:
+    def wanted(cls, config: dict[str, Any]) -> bool:
         enabled = config.get("enabled", "auto")
         if enabled == "auto":
             return _sysfs_has_infiniband(config)
