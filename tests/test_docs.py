@@ -2,16 +2,52 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import ROOT
 
 
+def _infrapulse_docs(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "exporter")}
+    return subprocess.run([sys.executable, "-m", "infrapulse", "docs", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=120)
+
+
 def test_generated_docs_are_current():
-    proc = subprocess.run([sys.executable, "-m", "infrapulse", "docs"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    proc = _infrapulse_docs(cwd=ROOT)
     assert proc.returncode == 0, f"docs out of date, run `make docs`: {proc.stderr}"
+
+
+def test_docs_command_finds_the_checkout_from_a_subfolder_or_root(tmp_path):
+    assert _infrapulse_docs("--check", cwd=ROOT / "docs" / "runbooks").returncode == 0
+    assert _infrapulse_docs("--root", str(ROOT), cwd=tmp_path).returncode == 0
+
+
+def test_docs_command_outside_a_checkout_says_so(tmp_path):
+    proc = _infrapulse_docs(cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{tmp_path} (or a parent) is not an infrapulse source checkout" in proc.stderr
+    assert "--root DIR" in proc.stderr
+    proc = _infrapulse_docs("--write", "--root", str(tmp_path), cwd=ROOT)
+    assert proc.returncode == 2 and f"--root {tmp_path} is not" in proc.stderr
+    assert not (tmp_path / "docs").exists()  # nothing written
+
+
+def test_generate_docs_script_check_names_the_stale_file(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import generate_docs
+
+    assert generate_docs.main(["--root", str(tmp_path)]) == 0  # writes a fresh copy
+    assert generate_docs.main(["--check", "--root", str(tmp_path)]) == 0
+    assert (tmp_path / "docs/metrics.md").read_text() == (ROOT / "docs/metrics.md").read_text()
+    config = tmp_path / "docs/configuration.md"
+    config.write_text(config.read_text().replace("| `interval` |", "| `intervall` |"))
+    capsys.readouterr()
+    assert generate_docs.main(["--check", "--root", str(tmp_path)]) == 1
+    assert "out of date: docs/configuration.md (run `make docs`)" in capsys.readouterr().err
 
 
 def test_metrics_doc_lists_every_family_and_the_lldp_join():
