@@ -226,7 +226,7 @@ def health_from_sources_violations(edges: list[Edge]) -> list[str]:
 
 # -- the rules on the real package --------------------------------------------------------------
 
-def test_the_graph_covers_the_package():
+def test_the_graph_covers_the_package() -> None:
     """The walk sees every subsystem and its function-level imports (the checks below cannot be vacuous)."""
     assert {"infrapulse.cli", "infrapulse.daemon", "infrapulse.sources", "infrapulse.health",
             "infrapulse.simulate", "infrapulse.sources.gnmi.source"} <= set(MODULES)
@@ -237,19 +237,19 @@ def test_the_graph_covers_the_package():
     assert ("source_options", "infrapulse.sources.gpu.nvml") in cli
 
 
-def test_no_import_cycles():
+def test_no_import_cycles() -> None:
     cycles = find_cycles([e for e in EDGES if not e.type_checking])
     assert not cycles, "import cycles:\n" + "\n".join(f"  {_describe(c, EDGES)}" for c in cycles)
 
 
-def test_simulate_is_imported_only_by_the_demo_wiring():
+def test_simulate_is_imported_only_by_the_demo_wiring() -> None:
     assert simulate_violations(EDGES) == []
     # every allowance is still used: a stale one would silently widen the rule
     used = {(e.importer, e.scope, e.target) for e in EDGES}
     assert ALLOWED_SIMULATE_IMPORTS <= used
 
 
-def test_sources_never_import_health():
+def test_sources_never_import_health() -> None:
     assert health_from_sources_violations(EDGES) == []
 
 
@@ -257,7 +257,7 @@ PACKAGE_FOLDERS = sorted({p.parent for p in PACKAGE_DIR.rglob("*.py")})
 
 
 @pytest.mark.parametrize("folder", PACKAGE_FOLDERS, ids=lambda p: str(p.relative_to(PACKAGE_DIR.parent)))
-def test_every_package_says_what_it_owns_and_may_import(folder: Path):
+def test_every_package_says_what_it_owns_and_may_import(folder: Path) -> None:
     init = folder / "__init__.py"
     assert init.is_file(), f"{folder} holds modules but no __init__.py"
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
@@ -275,7 +275,7 @@ def _edges_of(sources: dict[str, str]) -> list[Edge]:
     return edges
 
 
-def test_relative_and_function_level_imports_resolve():
+def test_relative_and_function_level_imports_resolve() -> None:
     edges = _edges_of({"infrapulse.sources.gnmi.source": (
         "from ..base import Source\n"
         "from . import profile\n"
@@ -294,7 +294,7 @@ def test_relative_and_function_level_imports_resolve():
     assert len(health_from_sources_violations(edges)) == 2
 
 
-def test_a_cycle_through_a_function_level_import_is_reported():
+def test_a_cycle_through_a_function_level_import_is_reported() -> None:
     edges = _edges_of({
         "infrapulse.store": "from .rates import counter_rate\n",
         "infrapulse.rates": "def f():\n    from .catalog import family\n",
@@ -306,7 +306,7 @@ def test_a_cycle_through_a_function_level_import_is_reported():
     assert "infrapulse.rates -> infrapulse.catalog [infrapulse.rates:2 (f)]" in _describe(cycles[0], edges)
 
 
-def test_a_type_checking_import_is_no_cycle_but_still_layering():
+def test_a_type_checking_import_is_no_cycle_but_still_layering() -> None:
     edges = _edges_of({
         "infrapulse.store": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .daemon import Daemon\n",
         "infrapulse.daemon": "from .store import Store\nfrom .simulate.demo import run_demo\n",
