@@ -43,16 +43,24 @@ def test_generate_docs_script_checks_and_writes_a_tree(tmp_path):
                               capture_output=True, text=True, timeout=120)
 
     (tmp_path / "docs").mkdir()
-    for rel in ("docs/metrics.md", "docs/configuration.md"):
+    for rel in ("docs/metrics.md", "docs/configuration.md", "docs/health.md"):
         (tmp_path / rel).write_text((ROOT / rel).read_text())
+    health = tmp_path / "docs/health.md"
+    health.write_text(health.read_text().replace("| network | `", "| netwerk | `", 1))
     config = tmp_path / "docs/configuration.md"
     config.write_text(config.read_text().replace("| `interval` |", "| `intervall` |"))
     proc = script("--check")
     assert proc.returncode == 1
-    assert proc.stderr == "out of date: docs/configuration.md (run `make docs`)\n"  # metrics.md is current
+    # metrics.md is current
+    assert proc.stderr == "out of date: docs/configuration.md, docs/health.md (run `make docs`)\n"
     proc = script()
-    assert proc.returncode == 0 and proc.stdout == "wrote docs/metrics.md\nwrote docs/configuration.md\n"
+    assert proc.returncode == 0
+    assert proc.stdout == "wrote docs/metrics.md\nwrote docs/configuration.md\nwrote docs/health.md\n"
     assert config.read_text() == (ROOT / "docs/configuration.md").read_text()
+    assert health.read_text() == (ROOT / "docs/health.md").read_text()
+    health.unlink()
+    proc = script("--check")
+    assert proc.returncode == 1 and proc.stderr.startswith("missing: docs/health.md")
 
 
 def test_metrics_doc_lists_every_family_and_the_lldp_join():

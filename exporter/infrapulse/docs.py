@@ -1,4 +1,5 @@
-"""Render docs/metrics.md (from the catalogue) and docs/configuration.md (from the schema).
+"""Render docs/metrics.md (from the catalogue), docs/configuration.md (from the schema) and the
+generated sections of docs/health.md (from the health signals).
 
 The renderers live here, in the package; writing into a source checkout is the job of
 scripts/generate_docs.py. `infrapulse docs --write` and `infrapulse docs [--check]` find the
@@ -142,10 +143,22 @@ def configuration_markdown() -> str:
     return "".join(rows)
 
 
-# Checkout-relative path -> renderer.
+def health_sections(doc: str) -> str:
+    """docs/health.md with its generated sections (signal table, cross-instance PromQL) redone."""
+    from .health import reference
+
+    return reference.render(doc)
+
+
+# Generated files: checkout-relative path -> renderer.
 GENERATED: dict[str, Callable[[], str]] = {
     "docs/metrics.md": metrics_markdown,
     "docs/configuration.md": configuration_markdown,
+}
+# Hand-written files with generated sections between `<!-- generated:NAME -->` markers:
+# checkout-relative path -> (committed text -> text with the sections redone).
+GENERATED_SECTIONS: dict[str, Callable[[str], str]] = {
+    "docs/health.md": health_sections,
 }
 
 
@@ -169,7 +182,8 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md and docs/configuration.md",
+    parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md, docs/configuration.md and "
+                                         "the generated sections of docs/health.md",
                             description="Regenerate (--write) or check (default) the generated reference docs "
                                         "of an infrapulse source checkout (runs its scripts/generate_docs.py).")
     mode = parser.add_mutually_exclusive_group()
