@@ -1,14 +1,21 @@
 # Self-bootstrapping targets: each creates .venv and installs what it needs on first use.
-#   make demo   the daemon on the built-in simulated fabric (+ local Prometheus/Alertmanager if installed)
-#   make test   the whole test suite (installs Debian test dependencies when run as root)
-#   make bench  side-by-side benchmarks against their peers
-#   make lint   ruff
+#   make demo             the daemon on the built-in simulated fabric (+ local Prometheus/Alertmanager if installed)
+#   make test             the whole suite, unit + e2e (what .ci/run runs; installs Debian test dependencies as root)
+#   make unit             tests/ without tests/e2e: pure Python, no system package needed
+#   make e2e              tests/e2e: real Prometheus, Alertmanager, promtool, amtool, node_exporter, Chromium,
+#                         docker-compose, systemd-analyze, and the whole daemon against every simulator
+#   make generate         run every generator (GENERATORS below) and rewrite the generated files
+#   make check-generated  fail when a committed generated file differs from what its generator writes
+#   make lint             ruff, and mypy once pyproject.toml has a [tool.mypy] section
+#   make docs             regenerate docs/metrics.md and docs/configuration.md only
+#   make bench            side-by-side benchmarks against their peers
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 
-.PHONY: demo test bench lint docs system-deps clean
+.PHONY: demo test unit e2e generate check-generated bench lint docs system-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,8 +28,31 @@ system-deps:
 demo: $(STAMP)
 	@scripts/demo.sh
 
+# One pytest session over tests/ (unit and e2e), so a unit failure still reports the e2e results.
 test: $(STAMP) system-deps
-	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(PYTEST) tests $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(PYTEST) tests --ignore=tests/e2e $(PYTEST_ARGS)
+
+e2e: $(STAMP) system-deps
+	$(PYTEST) tests/e2e $(PYTEST_ARGS)
+
+# Every generator, in the order they run. Each rewrites its files when run plainly and exits 1,
+# naming what is stale, with --check. A generator that writes alerts/*.rules.yaml goes before
+# alerts/generate_prometheusrule.py, which copies those files into deploy/kubernetes/.
+GENERATORS := \
+	scripts/generate_docs.py \
+	dashboards/generate.py \
+	alerts/generate_prometheusrule.py
+
+generate: $(STAMP)
+	@for g in $(GENERATORS); do echo "== $$g"; $(PY) $$g || exit 1; done
+
+check-generated: $(STAMP)
+	@stale=; for g in $(GENERATORS); do $(PY) $$g --check || stale="$$stale $$g"; done; \
+	if [ -n "$$stale" ]; then echo "generated files out of date, from:$$stale (run: make generate)" >&2; exit 1; fi; \
+	echo "generated files are current: $(GENERATORS)"
 
 # The side-by-side benchmarks (bench/nvml_real_gpu.py needs a real GPU and is run by hand).
 BENCHES := node_scrape serving_scrape nvml_poll gnmi_ingest load_soak
@@ -32,9 +62,11 @@ bench: $(STAMP) system-deps
 
 lint: $(STAMP)
 	$(PY) -m ruff check exporter tests bench scripts dashboards alerts fuzz
+	@if grep -q '^\[tool\.mypy\]' pyproject.toml; then echo "$(PY) -m mypy"; $(PY) -m mypy; \
+	else echo "mypy: no [tool.mypy] in pyproject.toml, skipped"; fi
 
 docs: $(STAMP)
 	$(PY) -m infrapulse docs --write
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

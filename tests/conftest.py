@@ -1,19 +1,59 @@
-"""Shared test helpers: free ports, an in-process daemon, and scraping /metrics into values."""
+"""Shared test helpers: free ports, an in-process daemon, and scraping /metrics into values.
+
+tests/ holds the unit tests (`make unit`): pure Python, no system package. tests/e2e/ holds what
+drives the system tools (Prometheus, Alertmanager, promtool, amtool, node_exporter, Chromium,
+docker-compose, systemd-analyze) or runs the whole daemon against every simulator (`make e2e`).
+A unit test that starts one of those tools fails with a pointer to tests/e2e/.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+E2E = ROOT / "tests" / "e2e"
 sys.path.insert(0, str(ROOT / "tests"))
+
+# Executables of the Debian packages scripts/system-deps.sh installs for `make e2e`.
+SYSTEM_TOOLS = frozenset({
+    "prometheus", "promtool", "prometheus-alertmanager", "alertmanager", "amtool",
+    "prometheus-node-exporter", "node_exporter", "chromium", "docker-compose", "systemd-analyze",
+})
+
+
+def _program(args: Any) -> str:
+    """The executable's file name from Popen's first argument (an argv list or a shell string)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        words = os.fsdecode(args).split()
+        return Path(words[0]).name if words else ""
+    return Path(os.fsdecode(args[0])).name if args else ""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_system_tool(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside tests/e2e, refuse to start a system tool (subprocess and asyncio both go through Popen)."""
+    if E2E in Path(str(request.node.path)).parents:
+        return
+
+    class UnitPopen(subprocess.Popen[bytes]):
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
+            program = _program(args)
+            if program in SYSTEM_TOOLS:
+                raise AssertionError(f"{request.node.nodeid} starts {program}: a test that needs a system tool "
+                                     "belongs in tests/e2e/ (`make e2e`); `make unit` runs without them")
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", UnitPopen)
 
 
 def stop_process(proc, timeout: float = 10.0) -> None:

@@ -1,7 +1,8 @@
-"""The alert and recording rules in alerts/: promtool-clean, promtool-tested, well-formed, and
-built only from metric families infrapulse really exports.
+"""The alert and recording rules in alerts/: well-formed, every alert with a runbook and promtool
+tests that show it quiet, firing and resolved, built only from metric families infrapulse really
+exports, and the generated PrometheusRule objects current.
 
-Needs Debian promtool (2.42) at /usr/bin/promtool (`make test` installs it).
+promtool itself runs them in tests/e2e/test_alert_rules_promtool.py (`make e2e`).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +19,6 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
 RUNBOOKS = ROOT / "docs" / "runbooks"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
 RULE_FILES = sorted(ALERTS.glob("*.rules.yaml"))
 TEST_FILES = sorted((ALERTS / "tests").glob("*.yaml"))
@@ -48,28 +46,12 @@ RECORDS = sorted({r["record"] for r in RULES if "record" in r})
 ALERT_NAMES = sorted({r["alert"] for r in ALERTS_RULES})
 
 
-def _promtool(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120)
-
-
 def test_there_are_rules_and_tests():
     assert {p.name for p in RULE_FILES} >= {"network.rules.yaml", "rdma.rules.yaml", "gpu.rules.yaml",
                                             "serving.rules.yaml", "health.rules.yaml", "recording.rules.yaml",
                                             "health-score.rules.yaml"}
     assert len(ALERT_NAMES) >= 25 and len(RECORDS) >= 40
     assert TEST_FILES
-
-
-def test_promtool_check_rules_is_clean():
-    result = _promtool("check", "rules", *map(str, RULE_FILES))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "WARNING" not in result.stdout + result.stderr
-
-
-def test_promtool_unit_tests_pass():
-    result = _promtool("test", "rules", *map(str, TEST_FILES))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("SUCCESS") == len(TEST_FILES)
 
 
 def test_group_names_are_unique():
@@ -237,16 +219,12 @@ def test_health_score_rules_are_the_health_engines_promql():
     assert doc["groups"][0]["rules"] == promql.recording_rules()
 
 
-def test_prometheusrule_groups_equal_the_rule_files_and_pass_promtool(tmp_path):
+def test_prometheusrule_groups_equal_the_rule_files():
     docs = list(yaml.safe_load_all(_generator().OUTPUT.read_text()))
     assert [d["kind"] for d in docs] == ["PrometheusRule"] * len(RULE_FILES)
     for doc, path in zip(docs, RULE_FILES):
         assert doc["apiVersion"] == "monitoring.coreos.com/v1"
         assert doc["spec"]["groups"] == yaml.safe_load(path.read_text())["groups"]
-        extracted = tmp_path / path.name
-        extracted.write_text(yaml.safe_dump({"groups": doc["spec"]["groups"]}))
-    result = _promtool("check", "rules", *map(str, sorted(tmp_path.glob("*.yaml"))))
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_generator_check_fails_on_drift(tmp_path):

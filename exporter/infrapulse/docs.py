@@ -1,19 +1,26 @@
-"""Generate docs/metrics.md (from the catalogue) and docs/configuration.md (from the schema).
+"""Render docs/metrics.md (from the catalogue), docs/configuration.md (from the schema) and the
+generated sections of docs/health.md (from the health signals).
 
-`infrapulse docs --write` regenerates both; `infrapulse docs --check` (and a test) fails when
-the committed files differ from what the code declares, so the docs cannot drift.
+The renderers live here, in the package; writing into a source checkout is the job of
+scripts/generate_docs.py. `infrapulse docs --write` and `infrapulse docs [--check]` find the
+checkout (the current directory or a parent, or --root) and run that script, which renders
+with the checkout's own code. A test fails when the committed files differ from the code.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from . import catalog
 from .schema import Duration, Field, ListOf, Section, format_duration, walk
 
-ROOT = Path(__file__).resolve().parents[2]
+# Where the writer lives inside a source checkout (relative to its root).
+SCRIPT = Path("scripts") / "generate_docs.py"
 
 METRICS_HEADER = """# Metrics reference
 
@@ -137,32 +144,52 @@ def configuration_markdown() -> str:
     return "".join(rows)
 
 
-GENERATED = {
+def health_sections(doc: str) -> str:
+    """docs/health.md with its generated sections (signal table, cross-instance PromQL) redone."""
+    from .health import reference
+
+    return reference.render(doc)
+
+
+# Generated files: checkout-relative path -> renderer.
+GENERATED: dict[str, Callable[[], str]] = {
     "docs/metrics.md": metrics_markdown,
     "docs/configuration.md": configuration_markdown,
 }
+# Hand-written files with generated sections between `<!-- generated:NAME -->` markers:
+# checkout-relative path -> (committed text -> text with the sections redone).
+GENERATED_SECTIONS: dict[str, Callable[[str], str]] = {
+    "docs/health.md": health_sections,
+}
 
 
-def cmd_docs(args) -> int:
-    stale = []
-    for rel, make in GENERATED.items():
-        path = ROOT / rel
-        text = make()
-        if args.write:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"wrote {rel}")
-        elif not path.exists() or path.read_text() != text:
-            stale.append(rel)
-    if stale:
-        print(f"out of date: {', '.join(stale)} (run `make docs`)", file=sys.stderr)
-        return 1
-    return 0
+def find_checkout(start: Path) -> Path | None:
+    """The infrapulse source checkout holding `start` (a directory), or None when there is none."""
+    for folder in (start, *start.parents):
+        if (folder / "exporter" / "infrapulse" / "__init__.py").is_file() and (folder / SCRIPT).is_file():
+            return folder
+    return None
 
 
-def add_parser(sub) -> None:
-    parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md and docs/configuration.md",
-                            description="Regenerate (--write) or check (default) the generated "
-                                        "reference docs.")
-    parser.add_argument("--write", action="store_true", help="write the files instead of checking them")
+def cmd_docs(args: argparse.Namespace) -> int:
+    root = Path(args.root).resolve() if args.root else find_checkout(Path.cwd().resolve())
+    if root is None or not (root / SCRIPT).is_file():
+        where = f"--root {args.root}" if args.root else f"{Path.cwd()} (or a parent)"
+        print(f"infrapulse docs: {where} is not an infrapulse source checkout (no {SCRIPT}); the generated "
+              "docs live in the repository: run this from a checkout or pass --root DIR", file=sys.stderr)
+        return 2
+    argv = [sys.executable, str(root / SCRIPT)] + ([] if args.write else ["--check"])
+    return subprocess.run(argv, cwd=root).returncode
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md, docs/configuration.md and "
+                                         "the generated sections of docs/health.md",
+                            description="Regenerate (--write) or check (default) the generated reference docs "
+                                        "of an infrapulse source checkout (runs its scripts/generate_docs.py).")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="write the files instead of checking them")
+    mode.add_argument("--check", action="store_true", help="exit 1 when a file is out of date (the default)")
+    parser.add_argument("--root", metavar="DIR",
+                        help="the source checkout (default: the current directory or its nearest parent that is one)")
     parser.set_defaults(func=cmd_docs)

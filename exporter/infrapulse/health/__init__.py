@@ -7,4 +7,5 @@ page and `infrapulse score`.
 Imports: the top-level plumbing (`store`, `catalog`, `rates`, `schema`, `http`) and, read-only,
 what the sources declare (their family modules, `sources.gpu.xid`). Nothing under `sources/`
 imports `health` (tests/test_health_layering.py): health reads what the sources publish.
+Never `simulate`, `daemon` or `cli` (tests/test_imports.py).
 """

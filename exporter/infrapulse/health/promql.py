@@ -3,7 +3,7 @@
 Inside one daemon that runs both roles the topology signals are computed in-process
 (signals.py). When node and fabric run as separate instances, only Prometheus sees both
 sides, so the same join is written here as PromQL. The alerting rules (alerts/) carry these
-expressions as recording rules; tests/test_health_promql.py runs them through
+expressions as recording rules; tests/e2e/test_health_promql.py runs them through
 `promtool test rules`, and docs/health.md shows them.
 
 Joins:

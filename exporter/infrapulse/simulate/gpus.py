@@ -6,6 +6,7 @@ import shutil
 
 from .dcgm_exporter import FakeDcgmExporter, GpuExposition
 from .nvml_fake import DEFAULT_DATA, FakeNvml, register_live, unregister_live
+from .nvml_fake import SCENARIOS as SCENARIOS  # the demo lists the SCENARIOS of modules with a demo_part
 
 # Kubernetes attribution the demo's dcgm-exporter puts on GPUs (as its pod-resources mapping would).
 DEMO_PODS = {3: ("vllm", "llm", "vllm-llama-70b-0"), 4: ("vllm", "llm", "vllm-llama-70b-1")}

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from conftest import free_port, stop_process, wait_http_ready
+from conftest import ROOT, free_port, stop_process, wait_http_ready
 
-ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
 AMTOOL = shutil.which("amtool") or "/usr/bin/amtool"

@@ -1,0 +1,316 @@
+"""The package's import graph, read from the source with `ast` (nothing is imported).
+
+Every `import` and `from ... import` of every module under exporter/infrapulse counts, at module
+level or inside a function, relative ones resolved against their package. The rules:
+
+* no import cycle, function-level imports included (a deferred import hides a cycle, it does not
+  remove it);
+* `infrapulse.simulate` is imported from outside simulate/ only by the CLI's demo wiring
+  (ALLOWED_SIMULATE_IMPORTS);
+* `infrapulse.sources` never imports `infrapulse.health` (the health layer reads what sources
+  publish, through the store);
+* every package folder's `__init__.py` says in its docstring what the package owns and what it
+  may import.
+
+Imports under `if TYPE_CHECKING:` never run: they count for the layering rules, not for cycles.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE_DIR = ROOT / "exporter" / "infrapulse"
+PACKAGE = "infrapulse"
+
+# (importing module, enclosing top-level function or "<module>", imported module): the demo
+# wiring in the CLI. `simulate` registers its own sub-commands, `demo` starts the simulators,
+# and `source_options` injects the NVML fake only when the testing key sources.nvml.fake asks.
+ALLOWED_SIMULATE_IMPORTS = {
+    ("infrapulse.cli", "<module>", "infrapulse.simulate.cli"),
+    ("infrapulse.cli", "cmd_demo", "infrapulse.simulate.demo"),
+    ("infrapulse.cli", "source_options", "infrapulse.simulate.nvml_fake"),
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    importer: str
+    target: str
+    scope: str  # the enclosing top-level function or class, "<module>" at module level
+    line: int
+    type_checking: bool  # under `if TYPE_CHECKING:`: never executed
+
+    def where(self) -> str:
+        return f"{self.importer}:{self.line} ({self.scope})"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+MODULES = package_modules()
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name `from <node.module>` names, relative levels resolved against `module`."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level > 1:
+        base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+class _Collector(ast.NodeVisitor):
+    def __init__(self, module: str, is_package: bool) -> None:
+        self.module, self.is_package = module, is_package
+        self.edges: list[Edge] = []
+        self._scope: list[str] = []
+        self._type_checking = 0
+
+    def _add(self, target: str, node: ast.stmt) -> None:
+        if target == PACKAGE or target.startswith(PACKAGE + "."):
+            # The most specific module the name denotes (`a.b.name` where name is not a module -> a.b).
+            while target not in MODULES and "." in target:
+                target = target.rsplit(".", 1)[0]
+            self.edges.append(Edge(self.module, target, self._scope[0] if self._scope else "<module>",
+                                   node.lineno, self._type_checking > 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        source = _resolve(self.module, self.is_package, node)
+        for alias in node.names:
+            submodule = f"{source}.{alias.name}"
+            self._add(submodule if submodule in MODULES else source, node)
+
+    def _scoped(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        self._scope.append(node.name)
+        self.generic_visit(node)
+        self._scope.pop()
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _scoped
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            self._type_checking += 1
+            for child in node.body:
+                self.visit(child)
+            self._type_checking -= 1
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+
+def import_edges(module: str, source: str, is_package: bool) -> list[Edge]:
+    collector = _Collector(module, is_package)
+    collector.visit(ast.parse(source, filename=module))
+    return collector.edges
+
+
+def all_edges() -> list[Edge]:
+    edges = []
+    for module, path in MODULES.items():
+        edges += import_edges(module, path.read_text(), path.name == "__init__.py")
+    return edges
+
+
+EDGES = all_edges()
+
+
+def find_cycles(edges: list[Edge]) -> list[list[str]]:
+    """One concrete cycle per strongly connected component (Tarjan), each as a closed path."""
+    graph: dict[str, set[str]] = {}
+    for e in edges:
+        if e.importer != e.target:
+            graph.setdefault(e.importer, set()).add(e.target)
+        else:
+            graph.setdefault(e.importer, set()).add(e.importer)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def strongconnect(v: str) -> None:  # recursion depth is bounded by the number of modules
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                strongconnect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                components.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            strongconnect(v)
+    return [_cycle_in(component, graph) for component in components]
+
+
+def _cycle_in(component: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """A shortest closed path through the component's first module (breadth-first)."""
+    start, members = component[0], set(component)
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(graph.get(v, set()) & members):
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parents[path[-1]])
+                    return [start, *reversed(path[:-1]), start] if v != start else [start, start]
+                if w not in parents:
+                    parents[w] = v
+                    following.append(w)
+        frontier = following
+    raise AssertionError(f"no cycle through {start}")  # a component always has one
+
+
+def _describe(cycle: list[str], edges: list[Edge]) -> str:
+    hops = []
+    for a, b in zip(cycle, cycle[1:]):
+        where = next(e.where() for e in edges if e.importer == a and e.target == b)
+        hops.append(f"{a} -> {b} [{where}]")
+    return "\n  ".join(hops)
+
+
+def simulate_violations(edges: list[Edge]) -> list[str]:
+    def in_simulate(name: str) -> bool:
+        return name == "infrapulse.simulate" or name.startswith("infrapulse.simulate.")
+
+    return [f"{e.where()} imports {e.target}" for e in edges
+            if in_simulate(e.target) and not in_simulate(e.importer)
+            and (e.importer, e.scope, e.target) not in ALLOWED_SIMULATE_IMPORTS]
+
+
+def health_from_sources_violations(edges: list[Edge]) -> list[str]:
+    return [f"{e.where()} imports {e.target}" for e in edges
+            if e.importer.startswith("infrapulse.sources") and
+            (e.target == "infrapulse.health" or e.target.startswith("infrapulse.health."))]
+
+
+# -- the rules on the real package --------------------------------------------------------------
+
+def test_the_graph_covers_the_package() -> None:
+    """The walk sees every subsystem and its function-level imports (the checks below cannot be vacuous)."""
+    assert {"infrapulse.cli", "infrapulse.daemon", "infrapulse.sources", "infrapulse.health",
+            "infrapulse.simulate", "infrapulse.sources.gnmi.source"} <= set(MODULES)
+    assert len(MODULES) >= 60
+    cli = {(e.scope, e.target) for e in EDGES if e.importer == "infrapulse.cli"}
+    assert ("cmd_run", "infrapulse.daemon") in cli  # a function-level relative import, resolved
+    assert ("<module>", "infrapulse.config") in cli
+    assert ("source_options", "infrapulse.sources.gpu.nvml") in cli
+
+
+def test_no_import_cycles() -> None:
+    cycles = find_cycles([e for e in EDGES if not e.type_checking])
+    assert not cycles, "import cycles:\n" + "\n".join(f"  {_describe(c, EDGES)}" for c in cycles)
+
+
+def test_simulate_is_imported_only_by_the_demo_wiring() -> None:
+    assert simulate_violations(EDGES) == []
+    # every allowance is still used: a stale one would silently widen the rule
+    used = {(e.importer, e.scope, e.target) for e in EDGES}
+    assert ALLOWED_SIMULATE_IMPORTS <= used
+
+
+def test_sources_never_import_health() -> None:
+    assert health_from_sources_violations(EDGES) == []
+
+
+PACKAGE_FOLDERS = sorted({p.parent for p in PACKAGE_DIR.rglob("*.py")})
+
+
+@pytest.mark.parametrize("folder", PACKAGE_FOLDERS, ids=lambda p: str(p.relative_to(PACKAGE_DIR.parent)))
+def test_every_package_says_what_it_owns_and_may_import(folder: Path) -> None:
+    init = folder / "__init__.py"
+    assert init.is_file(), f"{folder} holds modules but no __init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    assert len(doc.split()) >= 8, f"{init}: the docstring should say what the package owns"
+    if folder != PACKAGE_DIR:  # the root package is the top of the graph: everything is below it
+        assert "imports" in doc.lower(), f"{init}: the docstring should say what the package may import"
+
+
+# -- the checks themselves can fail -------------------------------------------------------------
+
+def _edges_of(sources: dict[str, str]) -> list[Edge]:
+    edges = []
+    for module, text in sources.items():
+        edges += import_edges(module, text, is_package=False)
+    return edges
+
+
+def test_relative_and_function_level_imports_resolve() -> None:
+    edges = _edges_of({"infrapulse.sources.gnmi.source": (
+        "from ..base import Source\n"
+        "from . import profile\n"
+        "from ...store import Store\n"
+        "import infrapulse.health.latency as latency\n"
+        "def f():\n    from ...health import latency\n"
+        "if TYPE_CHECKING:\n    from ...daemon import Daemon\n")})
+    assert [(e.target, e.scope, e.type_checking) for e in edges] == [
+        ("infrapulse.sources.base", "<module>", False),
+        ("infrapulse.sources.gnmi.profile", "<module>", False),
+        ("infrapulse.store", "<module>", False),
+        ("infrapulse.health.latency", "<module>", False),
+        ("infrapulse.health.latency", "f", False),
+        ("infrapulse.daemon", "<module>", True),
+    ]
+    assert len(health_from_sources_violations(edges)) == 2
+
+
+def test_a_cycle_through_a_function_level_import_is_reported() -> None:
+    edges = _edges_of({
+        "infrapulse.store": "from .rates import counter_rate\n",
+        "infrapulse.rates": "def f():\n    from .catalog import family\n",
+        "infrapulse.catalog": "from . import store\n",
+        "infrapulse.metrics": "from .store import Store\n",
+    })
+    cycles = find_cycles(edges)
+    assert cycles == [["infrapulse.catalog", "infrapulse.store", "infrapulse.rates", "infrapulse.catalog"]]
+    assert "infrapulse.rates -> infrapulse.catalog [infrapulse.rates:2 (f)]" in _describe(cycles[0], edges)
+
+
+def test_a_type_checking_import_is_no_cycle_but_still_layering() -> None:
+    edges = _edges_of({
+        "infrapulse.store": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .daemon import Daemon\n",
+        "infrapulse.daemon": "from .store import Store\nfrom .simulate.demo import run_demo\n",
+    })
+    assert find_cycles([e for e in edges if not e.type_checking]) == []
+    assert find_cycles(edges) == [["infrapulse.daemon", "infrapulse.store", "infrapulse.daemon"]]
+    assert simulate_violations(edges) == ["infrapulse.daemon:2 (<module>) imports infrapulse.simulate.demo"]

@@ -1,0 +1,87 @@
+"""Every source in `infrapulse.sources.SOURCES` is wired through the repository, so adding one cannot
+silently skip a step: it appears in the example config of its role and in the README's source
+table, and some family it exports is read by a dashboard panel, by an alert or recording rule,
+and by a health signal. (Its config section and its rows in docs/metrics.md and
+docs/configuration.md are derived from SOURCES; tests/test_demo_sources.py checks the demo
+simulates it.) docs/development.md lists the steps."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from dashboard_model import load_dashboards, queries
+from infrapulse import catalog
+from infrapulse.docs import load_everything
+from infrapulse.sources import registry
+
+load_everything()
+SOURCES = registry()
+FAMILY = re.compile(r"\binfrapulse_[a-z0-9_]+")
+
+
+def families_by_source() -> dict[str, set[str]]:
+    """Source name -> the series names of its families (a shared family, "nvml, dcgm", counts for both)."""
+    out: dict[str, set[str]] = {}
+    for family in catalog.all_families():
+        names = {family.name}
+        if family.type == catalog.HISTOGRAM:
+            names |= {family.name + s for s in ("_bucket", "_sum", "_count")}
+        for source in (s.strip() for s in family.source.split(",")):
+            out.setdefault(source, set()).update(names)
+    return out
+
+
+def dashboard_reads() -> set[str]:
+    return {name for board in load_dashboards().values() for q in queries(board) for name in FAMILY.findall(q.expr)}
+
+
+def rule_reads() -> set[str]:
+    return {name for path in sorted((ROOT / "alerts").glob("*.rules.yaml"))
+            for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]
+            for name in FAMILY.findall(rule["expr"])}
+
+
+def health_reads() -> set[str]:
+    from infrapulse.health.signals import SIGNALS
+
+    return {name for signal in SIGNALS.values() for name in (*signal.families, *signal.counters)}
+
+
+READERS = {"a dashboard panel": dashboard_reads, "an alert or recording rule": rule_reads,
+           "a health signal": health_reads}
+
+
+def test_there_are_sources_of_both_roles() -> None:
+    assert {"infiniband", "ethtool", "nvml", "dcgm", "gnmi", "serving"} <= set(SOURCES)
+    assert {cls.role for cls in SOURCES.values()} == {"node", "fabric"}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_source_is_in_the_example_config_of_its_role(name: str) -> None:
+    role = SOURCES[name].role
+    config = yaml.safe_load((ROOT / "deploy" / "config" / f"{role}.yaml").read_text())
+    assert name in config["sources"], f"deploy/config/{role}.yaml has no sources.{name} block"
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_source_is_in_the_readme_table(name: str) -> None:
+    rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
+    assert any(f"`{name}`" in row.split(" | ")[0] for row in rows), f"README.md's source table has no `{name}`"
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_some_family_of_the_source_is_read(name: str, reader: str) -> None:
+    exported = families_by_source().get(name, set())
+    assert exported, f"source {name} declares no family (catalog.Family(source=...))"
+    assert exported & READERS[reader](), f"no family of source {name} is read by {reader}"
+
+
+def test_the_readers_can_fail() -> None:
+    """A source whose families nobody reads is reported: the sets are real, not everything."""
+    assert "infrapulse_test_nothing_reads_this_total" not in dashboard_reads() | rule_reads() | health_reads()
+    assert len(dashboard_reads()) > 30 and len(rule_reads()) > 30 and len(health_reads()) > 20
