@@ -44,6 +44,7 @@ e2e: $(STAMP) system-deps
 GENERATORS := \
 	scripts/generate_docs.py \
 	dashboards/generate.py \
+	alerts/generate_xid_rules.py \
 	alerts/generate_prometheusrule.py
 
 generate: $(STAMP)
