@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Any
 
-from . import families as fam
 from . import nvml_api as api_mod
+from . import xid as xid_table
 from .nvml_api import NvmlApi
 
 # {uuid: (count per xid, last xid or 0, registered now)}
@@ -129,9 +129,10 @@ class XidWatcher:
             per_gpu[event.xid] = per_gpu.get(event.xid, 0) + 1
             self._last[uuid] = event.xid
             self.events_seen += 1
-        meaning = fam.XID_CRITICAL.get(event.xid, "")
-        log = self.log.error if meaning else self.log.warning
-        log("XID error", extra={"gpu": uuid, "xid": event.xid, "meaning": meaning,
+        known = xid_table.BY_CODE.get(event.xid)
+        critical = known is not None and known.xid_class == xid_table.CRITICAL
+        log = self.log.error if critical else self.log.warning
+        log("XID error", extra={"gpu": uuid, "xid": event.xid, "meaning": known.meaning if known else "",
                                 "gpu_instance": event.gpu_instance_id})
 
 
