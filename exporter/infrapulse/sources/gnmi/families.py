@@ -75,6 +75,30 @@ DATA_FAMILIES = [
     _declare("infrapulse_switch_lldp_neighbor_info", INFO,
              "The LLDP neighbour seen on a switch port: joins switch ports to the hosts (infrapulse_node_info"
              "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
+    # -- lossless-fabric detail (SONiC, NVIDIA Cumulus, Arista EOS) ---------------------------------
+    _declare("infrapulse_switch_queue_wred_dropped_packets_total", C,
+             "Packets an egress queue dropped by WRED (early drop before the queue is full), a subset of "
+             "infrapulse_switch_queue_dropped_packets_total where the switch reports both.", QUEUE),
+    _declare("infrapulse_switch_pfc_watchdog_storms_detected_total", C,
+             "PFC storms the switch's PFC watchdog detected on a lossless queue (the queue stayed paused "
+             "past the detection time and the watchdog acted on it).", QUEUE),
+    _declare("infrapulse_switch_pfc_watchdog_storms_restored_total", C,
+             "PFC storms the switch's PFC watchdog declared over on a lossless queue (the queue was "
+             "restored after the restoration time).", QUEUE),
+    _declare("infrapulse_switch_pfc_pause_transitions_total", C,
+             "Transitions of a priority from paused to unpaused (XOFF to XON) per PFC priority, by "
+             "direction, where the switch counts them.", PRIO),
+    _declare("infrapulse_switch_priority_group_watermark_bytes", G,
+             "Peak buffer use of an ingress priority group in the switch's watermark period, by pool: "
+             "shared (shared buffer) or headroom (the XOFF headroom that absorbs in-flight data once PFC "
+             "pauses the sender).", ("switch", "interface", "priority_group", "pool"), unit="bytes"),
+    _declare("infrapulse_switch_interface_alias_info", INFO,
+             "The vendor alias of a switch interface (SONiC: CONFIG_DB PORT alias, e.g. etp10 or "
+             "Ethernet1/1); the interface label is always the switch's own port name.",
+             ("switch", "interface", "alias")),
+    _declare("infrapulse_switch_interface_last_down_timestamp_seconds", G,
+             "Unix time the switch last saw this interface go operationally down, where it records it.",
+             IF, unit="seconds"),
 ]
 
 STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS, SERIES_DROPPED)
