@@ -30,10 +30,12 @@ MODES = ("sample", "on_change", "target_defined")
 MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
 
 _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
-             "subscriptions", "streams", "metrics"}
-_STREAM_KEYS = {"origin", "target", "subscriptions"}
+             "subscriptions", "streams", "metrics", "ignore", "interface_table"}
+_STREAM_KEYS = {"origin", "target", "subscriptions", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant"}
-_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "time_format",
+                "divide_by_port_speed"}
+_TABLE_KEYS = {"path", "alias", "speed_mbps"}
 
 
 class ProfileError(Exception):
@@ -51,6 +53,19 @@ class SubscriptionSpec:
     sample_interval: float | None = None  # None: the switch's configured interval
     heartbeat_interval: float | None = None
     suppress_redundant: bool = False
+    alias_keys: bool = False  # copied from its stream (see StreamSpec)
+    empty_entry_deletes: bool = False  # copied from its stream
+
+
+@dataclass
+class InterfaceTable:
+    """Where a platform lists its ports (SONiC: APPL_DB PORT_TABLE, keyed by port name): a JSON
+    table whose entries give each port's vendor alias and speed in Mb/s."""
+
+    path: str
+    pattern: PathPattern
+    alias: str = ""  # field holding the alias
+    speed_mbps: str = ""  # field holding the speed (Mb/s)
 
 
 @dataclass
@@ -60,6 +75,13 @@ class StreamSpec:
     origin: str = ""
     target: str = ""
     subscriptions: list[SubscriptionSpec] = field(default_factory=list)
+    # SONiC COUNTERS_DB wildcard paths key ports by CONFIG_DB alias (etp10, Ethernet1/1) where
+    # one is configured: an `{interface}` captured under such a stream is translated to the port
+    # name through the profile's interface_table.
+    alias_keys: bool = False
+    # SONiC whole-table ON_CHANGE: a deleted key arrives as an empty object ({"Ethernet0": {}});
+    # it drops the series below that key.
+    empty_entry_deletes: bool = False
 
 
 @dataclass
@@ -75,6 +97,9 @@ class Rule:
     entity_len: int = 0  # _info rules: path length of the entity (the container)
     info_labels: tuple[str, ...] = ()  # _info rules: every value label of the entity
     sample: bool | None = None  # SAMPLE or ON_CHANGE when every subscription covering it agrees
+    time_format: str = ""  # the value is a UTC time in this strptime format -> Unix seconds
+    per_port_speed: bool = False  # value x scale / the port's speed in bit/s (accumulated)
+    alias_keys: bool = False  # its {interface} may be a vendor alias (set from the streams)
 
 
 @dataclass
@@ -86,17 +111,21 @@ class Profile:
     strip_modules: bool
     streams: list[StreamSpec]
     rules: list[Rule]
+    ignore: list[PathPattern] = field(default_factory=list)  # leaves dropped on purpose (not "unmapped")
+    interface_table: InterfaceTable | None = None
     list_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _by_names: dict[tuple[str, ...], list[Rule]] = field(default_factory=dict, repr=False)
     _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        subs = [(PathPattern(s.path, self.strip_modules), s.mode == "sample")
+        subs = [(PathPattern(s.path, self.strip_modules), s.mode == "sample", s.alias_keys)
                 for st in self.streams for s in st.subscriptions]
         self._resolved: dict[ElemPath, tuple[Rule, dict[str, str]] | None] = {}
         for rule in self.rules:
-            modes = {sample for pattern, sample in subs if pattern.may_contain(rule.pattern)}
+            modes = {sample for pattern, sample, _ in subs if pattern.may_contain(rule.pattern)}
             rule.sample = modes.pop() if len(modes) == 1 else None
+            rule.alias_keys = "interface" in rule.pattern.labels() and any(
+                aliased for pattern, _, aliased in subs if pattern.may_contain(rule.pattern))
             if rule.pattern.literal_names is not None:
                 self._by_names.setdefault(rule.pattern.literal_names, []).append(rule)
             else:
@@ -126,6 +155,10 @@ class Profile:
             if captured is not None:
                 return rule, captured
         return None
+
+    def ignored(self, elems: ElemPath) -> bool:
+        """Whether a leaf no rule maps is dropped on purpose (`ignore`), rather than unmapped."""
+        return any(len(p) == len(elems) and p.match(elems) is not None for p in self.ignore)
 
     def sample_intervals(self, default: float) -> list[float]:
         return [s.sample_interval or default for st in self.streams for s in st.subscriptions
@@ -182,10 +215,43 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
         raise fail("metrics", "expected a non-empty list of path -> family mappings")
     rules: list[Rule] = []
     sub_patterns = [(PathPattern(s.path, strip)) for st in streams for s in st.subscriptions]
+    table = _parse_interface_table(data.get("interface_table"), strip, sub_patterns, fail)
+    if any(st.alias_keys for st in streams) and (table is None or not table.alias):
+        raise fail("streams", "alias_keys needs interface_table with its alias field (where the aliases come from)")
     for i, raw in enumerate(raw_metrics):
-        rules += _parse_rule(raw, i, strip, sub_patterns, fail)
+        rules += _parse_rule(raw, i, strip, sub_patterns, fail, table)
+    ignore = _parse_ignore(data.get("ignore", []), strip, sub_patterns, fail)
     return Profile(name=name, file=file, description=str(data.get("description", "")), encodings=encodings,
-                   strip_modules=strip, streams=streams, rules=rules)
+                   strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table)
+
+
+def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern], fail: Any) -> PathPattern:
+    try:
+        pattern = PathPattern(text, strip)
+    except PathSyntaxError as exc:
+        raise fail(key, str(exc)) from None
+    if not any(sub.may_contain(pattern) for sub in subs):
+        raise fail(key, f"{text!r} is not under any subscribed path")
+    return pattern
+
+
+def _parse_ignore(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> list[PathPattern]:
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise fail("ignore", "expected a list of leaf path patterns")
+    return [_under_subscription(text, f"ignore[{i}]", strip, subs, fail) for i, text in enumerate(raw)]
+
+
+def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> InterfaceTable | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
+        raise fail("interface_table", "expected a mapping with path (and alias / speed_mbps field names)")
+    _no_unknown(raw, _TABLE_KEYS, "interface_table", fail)
+    for key in ("alias", "speed_mbps"):
+        if not isinstance(raw.get(key, ""), str):
+            raise fail(f"interface_table.{key}", "expected a field name")
+    pattern = _under_subscription(raw["path"], "interface_table.path", strip, subs, fail)
+    return InterfaceTable(raw["path"], pattern, raw.get("alias", ""), raw.get("speed_mbps", ""))
 
 
 def _no_unknown(data: dict, known: set[str], where: str, fail) -> None:
@@ -235,7 +301,14 @@ def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
     for k, v in (("origin", origin), ("target", target)):
         if not isinstance(v, str):
             raise fail(f"{where}.{k}" if where else k, "expected a string")
-    return StreamSpec(origin=origin, target=target, subscriptions=parsed)
+    flags = {}
+    for flag in ("alias_keys", "empty_entry_deletes"):
+        flags[flag] = raw.get(flag, False)
+        if not isinstance(flags[flag], bool):
+            raise fail(f"{where}.{flag}" if where else flag, "expected true or false")
+    for spec in parsed:
+        spec.alias_keys, spec.empty_entry_deletes = flags["alias_keys"], flags["empty_entry_deletes"]
+    return StreamSpec(origin=origin, target=target, subscriptions=parsed, **flags)
 
 
 def _duration(value: Any, key: str, fail) -> float | None:
@@ -247,7 +320,8 @@ def _duration(value: Any, key: str, fail) -> float | None:
         raise fail(key, str(exc)) from None
 
 
-def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail) -> list[Rule]:
+def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail,
+                table: InterfaceTable | None = None) -> list[Rule]:
     where = f"metrics[{index}]"
     if not isinstance(raw, dict):
         raise fail(where, "expected a mapping with path and family")
@@ -304,9 +378,19 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
     default = raw.get("default")
     if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
         raise fail(f"{where}.default", f"expected a number, got {default!r}")
+    time_format = raw.get("time_format", "")
+    if not isinstance(time_format, str) or (time_format and (is_info or values is not None)):
+        raise fail(f"{where}.time_format", "a strptime format, on a numeric rule without values")
+    per_speed = raw.get("divide_by_port_speed", False)
+    if not isinstance(per_speed, bool):
+        raise fail(f"{where}.divide_by_port_speed", "expected true or false")
+    if per_speed and (table is None or not table.speed_mbps or "interface" not in captured or is_info):
+        raise fail(f"{where}.divide_by_port_speed", "needs interface_table.speed_mbps and a numeric rule "
+                                                    "capturing {interface}")
     if not is_info:
         return [Rule(index, family, pattern, const, float(scale), values,
-                     None if default is None else float(default))]
+                     None if default is None else float(default), time_format=time_format,
+                     per_port_speed=per_speed)]
     # An _info rule becomes one part per value leaf, each filling one label of the entity.
     parts = []
     labels = tuple(value_labels)
