@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from infrapulse.simulate import gnmi_sonic
 from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
 from infrapulse.sources.base import SourceContext
 from infrapulse.sources.gnmi.families import STATUS_FAMILIES
@@ -94,23 +95,46 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
         put("interface_discards_total", (name, "tx"), 4 * i)
         put("interface_fcs_errors_total", (name,), 5 * i)
         put("interface_oper_up", (name,), 1)
-        if prof != "sonic":
-            put("interface_carrier_transitions_total", (name,), 1)
+        put("interface_carrier_transitions_total", (name,), 1)
         for p in range(PRIORITIES):
             q = str(p)
             if prof != "openconfig":
                 put("pfc_pause_frames_total", (name, q, "rx"), 10 * i + p)
                 put("pfc_pause_frames_total", (name, q, "tx"), 20 * i + p)
-            if prof in ("sonic", "nvidia-cumulus"):
+            if prof == "nvidia-cumulus":
                 put("pfc_pause_duration_seconds_total", (name, q, "rx"), (10 * i + p) * 1000 * 1e-6)
                 put("pfc_pause_duration_seconds_total", (name, q, "tx"), (20 * i + p) * 1000 * 1e-6)
             put("queue_transmitted_packets_total", (name, q), 1000 * i + p)
             put("queue_dropped_packets_total", (name, q), p)
             put("queue_ecn_marked_packets_total", (name, q), 10 * p + i)
-            if prof in ("sonic", "nvidia-cumulus"):
+            if prof == "nvidia-cumulus" or (prof == "sonic" and p in gnmi_sonic.PFC_WD_QUEUES):
                 put("queue_depth_bytes", (name, q), 100 * p)
             if prof != "arista-eos":
                 put("queue_watermark_bytes", (name, q), 1000 * p + i)
         if port.neighbor:
             put("lldp_neighbor_info", (name, *port.neighbor), 1)
+        if prof == "sonic":
+            _sonic_series(put, switch.platform, i, name)
     return out
+
+
+def _sonic_series(put: Callable[[str, tuple, float], None], platform: str, i: int, name: str) -> None:
+    """What only the SONiC dialect adds (values from SimPort.initial; see simulate/gnmi_sonic.py)."""
+    put("interface_alias_info", (name, gnmi_sonic.alias(i)), 1)
+    put("interface_last_down_timestamp_seconds", (name,), 1_764_583_200 + 60 * i)
+    for p in range(PRIORITIES):
+        q = str(p)
+        put("queue_wred_dropped_packets_total", (name, q), p // 2)
+        put("priority_group_watermark_bytes", (name, q, "shared"), 2000 * p + i)
+        put("priority_group_watermark_bytes", (name, q, "headroom"), 300 * p + i)
+        if p in gnmi_sonic.PFC_WD_QUEUES:
+            put("pfc_watchdog_storms_detected_total", (name, q), i + p)
+            put("pfc_watchdog_storms_restored_total", (name, q), i + p)
+        paused_us = 1000 * (10 * i + p)
+        if platform == "marvell":  # pause quanta at 400G, back to seconds
+            quanta = paused_us * gnmi_sonic.SPEED_MBPS // 512
+            put("pfc_pause_duration_seconds_total", (name, q, "rx"), quanta * 512 / (gnmi_sonic.SPEED_MBPS * 1e6))
+        else:  # mellanox: the SAI counter; broadcom: the PFC watchdog's estimate
+            put("pfc_pause_duration_seconds_total", (name, q, "rx"), paused_us * 1e-6)
+        if platform == "broadcom":
+            put("pfc_pause_transitions_total", (name, q, "rx"), (10 * i + p) // 2)
