@@ -76,8 +76,9 @@ def status_value(store: Store, switch: str, family: str) -> float | None:
     return None if snap is None else snap.series.get(family, {}).get((switch,))
 
 
-def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
-    """What each profile must export for a frozen simulated switch (values from SimPort.initial)."""
+def expected_series(switch: SimSwitch, profile: str | None = None) -> dict[tuple[str, tuple], float]:
+    """What each profile must export for a frozen simulated switch (values from SimPort.initial);
+    `profile` when the source reads it with another profile of the same dialect (sonic-202511)."""
     prof = switch.profile
     sw = switch.name
     out: dict[tuple[str, tuple], float] = {}
@@ -114,19 +115,21 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
         if port.neighbor:
             put("lldp_neighbor_info", (name, *port.neighbor), 1)
         if prof == "sonic":
-            _sonic_series(put, switch.platform, i, name)
+            _sonic_series(put, switch.platform, i, name, priority_groups=profile == "sonic-202511")
     return out
 
 
-def _sonic_series(put: Callable[[str, tuple, float], None], platform: str, i: int, name: str) -> None:
+def _sonic_series(put: Callable[[str, tuple, float], None], platform: str, i: int, name: str,
+                  priority_groups: bool) -> None:
     """What only the SONiC dialect adds (values from SimPort.initial; see simulate/gnmi_sonic.py)."""
     put("interface_alias_info", (name, gnmi_sonic.alias(i)), 1)
     put("interface_last_down_timestamp_seconds", (name,), 1_764_583_200 + 60 * i)
     for p in range(PRIORITIES):
         q = str(p)
         put("queue_wred_dropped_packets_total", (name, q), p // 2)
-        put("priority_group_watermark_bytes", (name, q, "shared"), 2000 * p + i)
-        put("priority_group_watermark_bytes", (name, q, "headroom"), 300 * p + i)
+        if priority_groups:
+            put("priority_group_watermark_bytes", (name, q, "shared"), 2000 * p + i)
+            put("priority_group_watermark_bytes", (name, q, "headroom"), 300 * p + i)
         if p in gnmi_sonic.PFC_WD_QUEUES:
             put("pfc_watchdog_storms_detected_total", (name, q), i + p)
             put("pfc_watchdog_storms_restored_total", (name, q), i + p)

@@ -288,17 +288,22 @@ def status_value_of(state: SwitchState, family: str) -> float:
 
 
 @pytest.mark.parametrize("platform", ["broadcom", "marvell"])
-async def test_platform_pause_counters_over_grpc(platform):
-    """Mellanox is in test_gnmi_profiles; Broadcom (ON2OFF + PFC watchdog estimate) and Marvell
-    (pause quanta) answer other per-field paths, and the rest answer {}."""
+async def test_platform_pause_counters_and_priority_groups_over_grpc(platform):
+    """Mellanox is in test_gnmi_profiles (profile sonic); Broadcom (ON2OFF + PFC watchdog
+    estimate) and Marvell (pause quanta) answer other per-field paths, and the rest answer {}.
+    Read with sonic-202511, which adds the priority-group watermarks."""
     switch = SimSwitch("leaf01", "sonic", ports=3, neighbors={1: ("gpu-node-02", "ens1f0np0")}, frozen=True,
                        platform=platform)
     target = GnmiTarget(switch)
     async with serving(target), running_source({
-        "defaults": {"insecure": True, "sample_interval": "1s"}, "targets": [target_entry(target)],
-    }) as (source, store):
+        "defaults": {"insecure": True, "sample_interval": "1s"},
+        "targets": [target_entry(target, profile="sonic-202511")],
+    }) as (_, store):
         await wait_for(lambda: status_value(store, "leaf01", "infrapulse_switch_up") == 1.0, what="sync")
-        assert data_series(store, "leaf01") == expected_series(switch)
+        assert data_series(store, "leaf01") == expected_series(switch, profile="sonic-202511")
+        headroom = data_series(store, "leaf01")[
+            ("infrapulse_switch_priority_group_watermark_bytes", ("leaf01", "Ethernet4", "3", "headroom"))]
+        assert headroom == 901.0  # 300 * pg + port index
         coverage = store.status[("gnmi", "leaf01")].coverage
         assert coverage["COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION_US"].series == 0
         assert coverage["COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS"].series == 3

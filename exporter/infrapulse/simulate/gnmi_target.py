@@ -677,7 +677,9 @@ async def demo_part(ctx):
     sources = {"gnmi": {
         "defaults": {"sample_interval": "1s", "username": "infrapulse", "password_file": str(password_file),
                      "tls": {"ca_file": str(pki.ca_file), "server_name": "localhost"}},
-        "targets": [{"name": t.switch.name, "address": t.address, "profile": t.switch.profile}
+        # the simulated SONiC is a current release: read it with the profile that has PG watermarks
+        "targets": [{"name": t.switch.name, "address": t.address,
+                     "profile": "sonic-202511" if t.switch.profile == "sonic" else t.switch.profile}
                     for t in fabric.targets],
     }}
     return DemoPart(name="gnmi", sources=sources, close=fabric.close,

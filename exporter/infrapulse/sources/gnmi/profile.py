@@ -30,7 +30,7 @@ MODES = ("sample", "on_change", "target_defined")
 MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
 
 _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
-             "subscriptions", "streams", "metrics", "ignore", "interface_table"}
+             "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends"}
 _STREAM_KEYS = {"origin", "target", "subscriptions", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant"}
 _METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "time_format",
@@ -168,17 +168,82 @@ class Profile:
 # -- loading --------------------------------------------------------------------------------
 
 
-def load_profile_file(path: Path) -> Profile:
+def _read_yaml(path: Path) -> Any:
     file = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProfileError(file, "", f"cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
         raise ProfileError(file, "", f"invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
-    return parse_profile(data, path.stem, file)
+
+
+def load_profile_file(path: Path, files: dict[str, Path] | None = None) -> Profile:
+    """One profile file; `extends:` names another profile among `files` (default: the built-in
+    profiles and the file's own directory)."""
+    if files is None:
+        files = {**_profile_files(BUILTIN_DIR), **_profile_files(path.parent)}
+    files = {**files, path.stem: path}
+    return parse_profile(_resolved_data(path.stem, files, ()), path.stem, str(path))
+
+
+def _profile_files(directory: Path) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))}
+
+
+def _resolved_data(name: str, files: dict[str, Path], chain: tuple[str, ...]) -> Any:
+    """A profile's YAML with what it `extends` merged in: the base's subscriptions (per stream,
+    by origin and target), metrics and ignore list come first, its own are added; any other key
+    it sets replaces the base's."""
+    path = files[name]
+    data = _read_yaml(path)
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base = data["extends"]
+
+    def fail(key: str, reason: str) -> ProfileError:
+        return ProfileError(str(path), key, reason)
+
+    if not isinstance(base, str) or base not in files:
+        raise fail("extends", f"unknown profile {base!r} (known: {', '.join(sorted(files))})")
+    if base == name or base in chain:
+        raise fail("extends", f"profiles extend each other in a loop ({' -> '.join((*chain, name, base))})")
+    base_data = _resolved_data(base, files, (*chain, name))
+    if not isinstance(base_data, dict):
+        raise fail("extends", f"profile {base!r} is not a mapping")
+    merged = {k: v for k, v in base_data.items() if k != "name"}
+    own = {k: v for k, v in data.items() if k != "extends"}
+    base_streams, own_streams = _streams_of(merged, fail), _streams_of(own, fail)
+    for key, value in own.items():
+        if key in ("metrics", "ignore"):
+            if not isinstance(value, list):
+                raise fail(key, "expected a list")
+            merged[key] = list(merged.get(key) or []) + value
+        else:
+            merged[key] = value
+    for stream in own_streams:
+        match = next((s for s in base_streams if (s.get("origin", ""), s.get("target", ""))
+                      == (stream.get("origin", ""), stream.get("target", ""))), None)
+        if match is None:
+            base_streams.append(stream)
+        else:
+            match.update({k: v for k, v in stream.items() if k != "subscriptions"})
+            match["subscriptions"] = list(match.get("subscriptions") or []) + list(stream.get("subscriptions") or [])
+    merged["streams"] = base_streams
+    return merged
+
+
+def _streams_of(data: dict[str, Any], fail: Any) -> list[dict[str, Any]]:
+    """The streams of a raw profile, moving top-level origin/target/subscriptions into one."""
+    if "streams" in data:
+        streams = data.pop("streams")
+        if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
+            raise fail("streams", "expected a list of mappings")
+        return [dict(s) for s in streams]
+    top = {k: data.pop(k) for k in ("origin", "target", "subscriptions") if k in data}
+    return [top] if top else []
 
 
 def parse_profile(data: Any, name: str, file: str) -> Profile:
@@ -406,30 +471,33 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
     return parts
 
 
-def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
-    """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
-    profiles: dict[str, Profile] = {}
-    for directory in (BUILTIN_DIR, Path(extra_dir) if extra_dir else None):
-        if directory is None:
-            continue
+def _all_files(extra_dir: str | Path | None) -> dict[str, Path]:
+    """Profile name -> file; a file in `extra_dir` named like a built-in replaces it."""
+    files = _profile_files(BUILTIN_DIR)
+    if extra_dir:
+        directory = Path(extra_dir)
         if not directory.is_dir():
             raise ProfileError(str(directory), "", "profiles_dir is not a directory")
-        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-            profiles[path.stem] = load_profile_file(path)
-    return profiles
+        files.update(_profile_files(directory))
+    return files
+
+
+def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
+    """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
+    files = _all_files(extra_dir)
+    return {name: load_profile_file(path, files) for name, path in files.items()}
 
 
 def validate_profiles(extra_dir: str | Path | None = None) -> list[ProfileError]:
     """Every problem in every profile file (built-in and `extra_dir`), for check-config."""
+    try:
+        files = _all_files(extra_dir)
+    except ProfileError as exc:
+        return [exc]
     errors: list[ProfileError] = []
-    dirs = [BUILTIN_DIR] + ([Path(extra_dir)] if extra_dir else [])
-    for directory in dirs:
-        if not directory.is_dir():
-            errors.append(ProfileError(str(directory), "", "profiles_dir is not a directory"))
-            continue
-        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-            try:
-                load_profile_file(path)
-            except ProfileError as exc:
-                errors.append(exc)
+    for path in files.values():
+        try:
+            load_profile_file(path, files)
+        except ProfileError as exc:
+            errors.append(exc)
     return errors
