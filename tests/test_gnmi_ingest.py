@@ -72,8 +72,9 @@ def test_sonic_keys_keep_their_colons_and_strings_become_numbers():
     state = SwitchState("sw", PROFILES["sonic"])
     state.apply(note("", [("PORT_TABLE", pb.TypedValue(json_ietf_val=b'{"Ethernet0": {"alias": "etp1"}}'))],
                      origin="", target="APPL_DB"))
-    table = {"etp1:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096"},
-             "etp1:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"}}
+    table = {"etp1:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096",
+                        "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"},
+             "etp1:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "9000"}}
     pfc = {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "41"}, "Ethernet4": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "not-a-number"}}
     state.apply(note("", [("COUNTERS/Ethernet*/Queues", pb.TypedValue(json_ietf_val=json.dumps(table).encode())),
                           ("COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS",

@@ -93,8 +93,9 @@ def test_queues_alias_reply_pfc_watchdog_depth_and_periodic_watermarks():
     assert data(state, "infrapulse_switch_queue_transmitted_packets_total") == {
         ("leaf01", "Ethernet68", "1"): 0.0, ("leaf01", "Ethernet68", "3"): 0.0,
         ("leaf01", "Ethernet68", "4"): 0.0, ("leaf01", "Ethernet7", "5"): 0.0}
-    # only the ":periodic" entry is the exported watermark (Ethernet7/1:5 has none; its own 100 is ignored)
-    assert data(state, "infrapulse_switch_queue_watermark_bytes") == {("leaf01", "Ethernet68", "1"): 192.0}
+    # the queue's own watermark (peak since the last poll); its ":periodic" twin (192) is ignored
+    assert data(state, "infrapulse_switch_queue_watermark_bytes") == {
+        ("leaf01", "Ethernet68", "1"): 64.0, ("leaf01", "Ethernet7", "5"): 100.0}
     # queue depth exists only on the PFC watchdog's queues 3 and 4
     assert data(state, "infrapulse_switch_queue_depth_bytes") == {
         ("leaf01", "Ethernet68", "3"): 0.0, ("leaf01", "Ethernet68", "4"): 0.0}
@@ -150,9 +151,9 @@ def test_real_nvidia_queues_reply_keyed_by_etp_aliases():
     assert sent[("sn", "Ethernet40", "7")] == 527.0
     assert sent[("sn", "Ethernet44", "7")] == 190.0
     assert sent[("sn", "Ethernet32", "7")] == 535.0
-    # queues 8-15 answer {}: no counters, but their ":periodic" watermark is there
+    # queues 8-15 answer {} (only their ":periodic" watermark, ignored): no series
     assert {labels[2] for labels in sent} == {str(q) for q in range(8)}
-    assert len(data(state, "infrapulse_switch_queue_watermark_bytes")) == 3 * 16
+    assert len(data(state, "infrapulse_switch_queue_watermark_bytes")) == 3 * 8
     assert set(data(state, "infrapulse_switch_queue_depth_bytes")) == {
         ("sn", port, q) for port in ("Ethernet32", "Ethernet40", "Ethernet44") for q in ("3", "4")}
     assert len(data(state, "infrapulse_switch_pfc_watchdog_storms_detected_total")) == 6
@@ -173,7 +174,7 @@ def test_real_on2off_reply_and_a_single_port_queues_path():
     assert set(transitions.values()) == {0.0}
     feed(state, sonic_reply("COUNTERS_DB", "COUNTERS/Ethernet68/Queues", replies["COUNTERS/Ethernet68/Queues"]))
     assert len(data(state, "infrapulse_switch_queue_transmitted_packets_total")) == 8
-    assert len(data(state, "infrapulse_switch_queue_watermark_bytes")) == 16
+    assert len(data(state, "infrapulse_switch_queue_watermark_bytes")) == 8
     assert state.malformed == 0
 
 
