@@ -27,6 +27,12 @@ Series lifetime follows gNMI semantics:
     (PROTO leaves count as refreshed when a notification for their prefix arrives, which also
     keeps suppress_redundant leaves alive);
     ON_CHANGE series (oper-status, LLDP) are kept: silence is their normal state.
+
+What each subscribed path yields is reported to the store (`coverage.SwitchCoverage`): series
+per path, and leaves no rule maps (counted per notification on the bulk path's plan, added up
+every sweep). Platforms that key ports by a vendor alias on some paths (SONiC) have their keys
+translated to port names through the profile's interface table (`ports.PortTable`); JSON values
+that arrive before that table are held and applied once it is in.
 """
 
 from __future__ import annotations
