@@ -65,6 +65,17 @@ def build() -> Dashboard:
                               "max"),
                            "{{switch}} {{interface}} p{{priority}} {{direction}}")],
                    "percentunit", min=0),
+        timeseries("PFC watchdog storms",
+                   "PFC storms the switch's PFC watchdog detected and restored per lossless queue in the "
+                   "last 10 minutes. A detected storm means the watchdog is dropping (or forwarding "
+                   "without flow control) that queue's traffic until it restores it: the alert "
+                   "InfrapulseSwitchPfcWatchdogStorm.",
+                   [target(by("switch, interface, queue",
+                              increase(sw("infrapulse_switch_pfc_watchdog_storms_detected_total"), "10m")),
+                           "detected {{switch}} {{interface}} q{{queue}}"),
+                    target(by("switch, interface, queue",
+                              increase(sw("infrapulse_switch_pfc_watchdog_storms_restored_total"), "10m")),
+                           "restored {{switch}} {{interface}} q{{queue}}")], "short", min=0),
         row("ECN and queues (switch)"),
         timeseries("ECN-marked ratio per queue",
                    "ECN-marked packets / transmitted packets per switch egress queue. Marking is DCQCN's "
@@ -90,6 +101,21 @@ def build() -> Dashboard:
                    [target(by("switch, interface, queue",
                               sw("switch_interface_queue:infrapulse_switch_queue_dropped_packets:rate5m")),
                            "{{switch}} {{interface}} q{{queue}}")], "pps", min=0),
+        timeseries("WRED drops per queue",
+                   "Packets per second an egress queue dropped early by WRED, before it was full (part of "
+                   "the queue drops above). On a queue that also ECN-marks, WRED drops mean the marking "
+                   "thresholds are too high or the senders do not react (DCQCN off).",
+                   [target(by("switch, interface, queue",
+                              rate(sw("infrapulse_switch_queue_wred_dropped_packets_total"))),
+                           "{{switch}} {{interface}} q{{queue}}")], "pps", min=0),
+        timeseries("Ingress headroom watermark",
+                   "Peak use of the PFC headroom per ingress priority group (the buffer that absorbs what "
+                   "is in flight after the switch sends a pause): close to the configured headroom, "
+                   "lossless traffic is about to be dropped at ingress. The switch's watermark period "
+                   "peak (SONiC 202511+: 120 s).",
+                   [target(by("switch, interface, priority_group",
+                              sw("infrapulse_switch_priority_group_watermark_bytes", pool="=headroom"), "max"),
+                           "{{switch}} {{interface}} pg{{priority_group}}")], "bytes", min=0),
         row("Links (switch)"),
         timeseries("Port throughput",
                    "Bytes per second received (rx) and transmitted (tx) per switch port.",

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from infrapulse.simulate import gnmi_sonic
 from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
 from infrapulse.sources.base import SourceContext
 from infrapulse.sources.gnmi.config import CONFIG
@@ -76,8 +77,9 @@ def status_value(store: Store, switch: str, family: str) -> float | None:
     return None if snap is None else snap.series.get(family, {}).get((switch,))
 
 
-def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
-    """What each profile must export for a frozen simulated switch (values from SimPort.initial).
+def expected_series(switch: SimSwitch, profile: str | None = None) -> dict[tuple[str, tuple], float]:
+    """What each profile must export for a frozen simulated switch (values from SimPort.initial);
+    `profile` when the source reads it with another profile of the same dialect (sonic-202511).
 
     Where a device sends two leaves for one series (FCS and CRC errors; interface-, carrier- and
     link-transitions) the profile's preferred one is expected, never a sum; leaves a test took
@@ -107,10 +109,10 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
         put("interface_oper_up", (name,), 1)
         if prof == "openconfig":
             flaps = first(("interface-transitions", 3), ("carrier-transitions", 1), ("link-transitions", 7))
-        elif prof != "sonic":
-            flaps = first(("carrier-transitions", 1))
+        elif prof == "sonic":
+            flaps = 1  # APPL_DB PORT_TABLE flap_count
         else:
-            flaps = None
+            flaps = first(("carrier-transitions", 1))
         if flaps is not None:
             put("interface_carrier_transitions_total", (name,), flaps)
         if prof != "sonic":
@@ -123,13 +125,13 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
             if prof != "openconfig":
                 put("pfc_pause_frames_total", (name, q, "rx"), 10 * i + p)
                 put("pfc_pause_frames_total", (name, q, "tx"), 20 * i + p)
-            if prof in ("sonic", "nvidia-cumulus"):
+            if prof == "nvidia-cumulus":
                 put("pfc_pause_duration_seconds_total", (name, q, "rx"), (10 * i + p) * 1000 * 1e-6)
                 put("pfc_pause_duration_seconds_total", (name, q, "tx"), (20 * i + p) * 1000 * 1e-6)
             put("queue_transmitted_packets_total", (name, q), 1000 * i + p)
             put("queue_dropped_packets_total", (name, q), p)
             put("queue_ecn_marked_packets_total", (name, q), 10 * p + i)
-            if prof in ("sonic", "nvidia-cumulus"):
+            if prof == "nvidia-cumulus" or (prof == "sonic" and p in gnmi_sonic.PFC_WD_QUEUES):
                 put("queue_depth_bytes", (name, q), 100 * p)
             if prof == "arista-eos" and p:  # LANZ: congested queues only, whole 16-byte segments
                 put("queue_depth_bytes", (name, q), (100 * p // 16) * 16)
@@ -146,4 +148,30 @@ def expected_series(switch: SimSwitch) -> dict[tuple[str, tuple], float]:
                 put("pfc_watchdog_storms_restored_total", (name, q), 2 * p + i)
         if port.neighbor:
             put("lldp_neighbor_info", (name, *port.neighbor), 1)
+        if prof == "sonic":
+            _sonic_series(put, switch.platform, i, name, priority_groups=profile == "sonic-202511")
     return out
+
+
+def _sonic_series(put: Callable[[str, tuple, float], None], platform: str, i: int, name: str,
+                  priority_groups: bool) -> None:
+    """What only the SONiC dialect adds (values from SimPort.initial; see simulate/gnmi_sonic.py)."""
+    put("interface_alias_info", (name, gnmi_sonic.alias(i)), 1)
+    put("interface_last_down_timestamp_seconds", (name,), 1_764_583_200 + 60 * i)
+    for p in range(PRIORITIES):
+        q = str(p)
+        put("queue_wred_dropped_packets_total", (name, q), p // 2)
+        if priority_groups:
+            put("priority_group_watermark_bytes", (name, q, "shared"), 2000 * p + i)
+            put("priority_group_watermark_bytes", (name, q, "headroom"), 300 * p + i)
+        if p in gnmi_sonic.PFC_WD_QUEUES:
+            put("pfc_watchdog_storms_detected_total", (name, q), i + p)
+            put("pfc_watchdog_storms_restored_total", (name, q), i + p)
+        paused_us = 1000 * (10 * i + p)
+        if platform == "marvell":  # pause quanta at 400G, back to seconds
+            quanta = paused_us * gnmi_sonic.SPEED_MBPS // 512
+            put("pfc_pause_duration_seconds_total", (name, q, "rx"), quanta * 512 / (gnmi_sonic.SPEED_MBPS * 1e6))
+        else:  # mellanox: the SAI counter; broadcom: the PFC watchdog's estimate
+            put("pfc_pause_duration_seconds_total", (name, q, "rx"), paused_us * 1e-6)
+        if platform == "broadcom":
+            put("pfc_pause_transitions_total", (name, q, "rx"), (10 * i + p) // 2)

@@ -195,3 +195,38 @@ async def test_targets_file_is_reread_when_it_changes(tmp_path):
             await wait_for(lambda: ("gnmi", "targets_file") in store.status, what="file error recorded")
             assert store.status[("gnmi", "targets_file")].reason == "config"
             assert set(source.sessions) == {"leaf02"}
+
+
+def test_a_profile_extends_another_stream_by_stream(tmp_path):
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "sonic-plus.yaml").write_text(textwrap.dedent("""
+        extends: sonic
+        description: sonic with one more path
+        streams:
+          - target: COUNTERS_DB
+            subscriptions: [COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_UCAST_PKTS]
+        metrics:
+          - {path: "COUNTERS/Ethernet*/*/{interface}/SAI_PORT_STAT_IF_IN_UCAST_PKTS",
+             family: infrapulse_switch_interface_received_bytes_total}
+        """))
+    base, plus = load_profiles(profiles)["sonic"], load_profiles(profiles)["sonic-plus"]
+    assert plus.description == "sonic with one more path"
+    assert [s.target for s in plus.streams] == ["COUNTERS_DB", "APPL_DB"]
+    assert [s.path for s in plus.streams[0].subscriptions] == (
+        [s.path for s in base.streams[0].subscriptions] + ["COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_UCAST_PKTS"])
+    assert plus.streams[0].alias_keys  # the base stream's flags stay
+    assert len(plus.rules) == len(base.rules) + 1 and plus.rules[-1].alias_keys
+    assert len(plus.ignore) == len(base.ignore)
+
+
+@pytest.mark.parametrize("files,reason", [
+    ({"a.yaml": "extends: nope\n"}, "unknown profile 'nope'"),
+    ({"a.yaml": "extends: b\n", "b.yaml": "extends: a\n"}, "loop"),
+])
+def test_extends_errors_name_the_file(tmp_path, files, reason):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    errors = validate_profiles(tmp_path)
+    assert errors and all(e.key == "extends" and reason in e.reason for e in errors)
+    assert str(tmp_path / "a.yaml") in {e.file for e in errors}

@@ -70,13 +70,18 @@ def test_json_ietf_quirks_module_prefixes_strings_and_list_keys():
 
 def test_sonic_keys_keep_their_colons_and_strings_become_numbers():
     state = SwitchState("sw", PROFILES["sonic"])
-    table = {"Ethernet0:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096"},
-             "Ethernet0:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"}}
+    state.apply(note("", [("PORT_TABLE", pb.TypedValue(json_ietf_val=b'{"Ethernet0": {"alias": "etp1"}}'))],
+                     origin="", target="APPL_DB"))
+    table = {"etp1:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096",
+                        "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"},
+             "etp1:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "9000"}}
+    pfc = {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "41"}, "Ethernet4": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "not-a-number"}}
     state.apply(note("", [("COUNTERS/Ethernet*/Queues", pb.TypedValue(json_ietf_val=json.dumps(table).encode())),
                           ("COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS",
-                           pb.TypedValue(json_ietf_val=b'{"Ethernet0": "41", "Ethernet4": "not-a-number"}'))],
+                           pb.TypedValue(json_ietf_val=json.dumps(pfc).encode()))],
                      origin="", target="COUNTERS_DB"))
     assert series(state) == {
+        ("infrapulse_switch_interface_alias_info", ("sw", "Ethernet0", "etp1")): 1.0,
         ("infrapulse_switch_queue_transmitted_packets_total", ("sw", "Ethernet0", "3")): 12.0,
         ("infrapulse_switch_queue_depth_bytes", ("sw", "Ethernet0", "3")): 4096.0,
         ("infrapulse_switch_queue_watermark_bytes", ("sw", "Ethernet0", "3")): 8192.0,

@@ -7,7 +7,8 @@ shipped profile:
   openconfig      OpenConfig paths (openconfig-interfaces 3.8: interface-, link- and the deprecated
                   carrier-transitions; Ethernet CRC, 802.3x pause, FEC), PROTO leaves (or JSON_IETF /
                   JSON subtrees)
-  sonic           COUNTERS_DB / APPL_DB virtual paths, JSON_IETF maps with all-string values
+  sonic           COUNTERS_DB virtual paths keyed by port alias, APPL_DB whole tables, JSON_IETF
+                  maps with all-string values (simulate/gnmi_sonic.py)
   nvidia-cumulus  OpenConfig + Cumulus 5.16 leaves: switch-priority PFC and discards, queue drops
                   (no-buffer, WRED), carrier up/down transitions, RS-FEC, priority-group shared and
                   headroom buffer occupancy; PROTO, JSON_IETF or JSON
@@ -32,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -43,6 +43,7 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from ..sources.gnmi.paths import parse_path, strip_module
+from . import gnmi_sonic
 from .scenarios import ScenarioBoard
 
 SCENARIOS = {
@@ -141,6 +142,15 @@ class SimPort:
     def carrier_down(self) -> int:
         return self.carrier_transitions // 2
 
+    # only the SONiC dialect shows these (simulate/gnmi_sonic.py)
+    pfc_on2off: list[int] = field(default_factory=list)
+    q_wred_dropped: list[int] = field(default_factory=list)
+    q_storms_detected: list[int] = field(default_factory=list)
+    q_storms_restored: list[int] = field(default_factory=list)
+    pg_shared_wm: list[int] = field(default_factory=list)
+    pg_headroom_wm: list[int] = field(default_factory=list)
+    last_down: float = 0.0  # Unix time the port last went down
+
     @classmethod
     def initial(cls, index: int, name: str, neighbor: tuple[str, str] | None) -> SimPort:
         i = index
@@ -157,18 +167,27 @@ class SimPort:
             q_depth=[100 * q for q in range(PRIORITIES)], q_watermark=[1000 * q + i for q in range(PRIORITIES)],
             q_wred=[2 * q + i + 1 for q in range(PRIORITIES)], prio_discards=[100 * i + 3 * p for p in range(PRIORITIES)],
             pg_shared=[4096 * (g + 1) + i for g in range(PRIORITIES)], pg_headroom=[512 * g + i for g in range(PRIORITIES)],
-            wd_stuck=[3 * q + i for q in range(PRIORITIES)], wd_recovered=[2 * q + i for q in range(PRIORITIES)])
+            wd_stuck=[3 * q + i for q in range(PRIORITIES)], wd_recovered=[2 * q + i for q in range(PRIORITIES)],
+            pfc_on2off=[(10 * i + p) // 2 for p in range(PRIORITIES)],
+            q_wred_dropped=[q // 2 for q in range(PRIORITIES)],
+            q_storms_detected=[i + q for q in range(PRIORITIES)], q_storms_restored=[i + q for q in range(PRIORITIES)],
+            pg_shared_wm=[2000 * pg + i for pg in range(PRIORITIES)],
+            pg_headroom_wm=[300 * pg + i for pg in range(PRIORITIES)],
+            last_down=1_764_583_200.0 + 60 * i)  # 2025-12-01 10:00 UTC + i minutes
 
 
 class SimSwitch:
     """One switch's state. `frozen` switches never advance (tests assert exact values)."""
 
     def __init__(self, name: str, profile: str, ports: int = 8, neighbors: dict[int, tuple[str, str]] | None = None,
-                 frozen: bool = False, seed: int = 0) -> None:
+                 frozen: bool = False, seed: int = 0, platform: str = "mellanox") -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}")
+        if platform not in gnmi_sonic.PLATFORMS:
+            raise ValueError(f"unknown platform {platform!r}")
         self.name = name
         self.profile = profile
+        self.platform = platform  # SONiC: which PFC watchdog counters the ports carry
         neighbors = neighbors or {}
         self.ports = [SimPort.initial(i, port_name(profile, i), neighbors.get(i)) for i in range(ports)]
         self.frozen = frozen
@@ -177,7 +196,8 @@ class SimSwitch:
         self.storm_port, self.ecn_port, self.flap_port = 0, 1, 2
         self._last = time.monotonic()
         self._flap_phase = 0
-        self.pending_deletes: list[str] = []  # paths announced deleted on every stream
+        self._storming = False
+        self.pending_deletes: list[str] = []  # paths announced deleted on every stream (SONiC: see gnmi_sonic)
         self.absent: set[str] = set()  # leaf names this device does not send (tests)
         self.version = 0  # bumped on every structural change (ports, neighbours)
 
@@ -234,14 +254,24 @@ class SimSwitch:
         if board is None:
             return
         ports = self.ports
-        if board.active("pfc-storm") and self.storm_port < len(ports):
+        storming = board.active("pfc-storm") and self.storm_port < len(ports)
+        if storming:
             p = ports[self.storm_port]
             p.pfc_rx[3] += int(50_000 * dt)
+            p.pfc_on2off[3] += int(10 * dt)
             p.pfc_rx_us[3] += int(900_000 * dt)  # paused 90% of the time
             p.q_depth[3] = 4_000_000
             p.q_watermark[3] = max(p.q_watermark[3], 6_000_000)
             p.pg_shared[3] = 4_000_000  # the paused priority group fills its buffers
             p.pg_headroom[3] = 60_000
+            p.pg_headroom_wm[3] = max(p.pg_headroom_wm[3], 180_000)
+        if storming != self._storming and self.storm_port < len(ports):  # the PFC watchdog acts
+            self._storming = storming
+            p = ports[self.storm_port]
+            if storming:
+                p.q_storms_detected[3] += 1
+            else:
+                p.q_storms_restored[3] += 1
         if board.active("ecn-spike") and self.ecn_port < len(ports):
             p = ports[self.ecn_port]
             ramp = min(1.0, board.elapsed("ecn-spike") / 60.0)
@@ -257,6 +287,8 @@ class SimSwitch:
                 p = ports[self.flap_port]
                 p.oper_up = not p.oper_up
                 p.carrier_transitions += 1
+                if not p.oper_up:
+                    p.last_down = time.time()
         elif self._flap_phase and self.flap_port < len(ports):
             self._flap_phase = 0
             p = ports[self.flap_port]
@@ -370,53 +402,8 @@ class SimSwitch:
         return records
 
     def sonic_table(self, path: list[str], malformed: bool = False) -> dict | None:
-        """The JSON map a SONiC virtual path returns, or None if the path is unknown."""
-        if len(path) == 3 and path[0] == "COUNTERS" and path[2] == "Queues":
-            out: dict[str, dict[str, str]] = {}
-            for p in self.ports:
-                for q in range(PRIORITIES):
-                    out[f"{p.name}:{q}"] = {
-                        "SAI_QUEUE_STAT_PACKETS": str(p.q_tx_pkts[q]), "SAI_QUEUE_STAT_BYTES": str(p.q_tx_bytes[q]),
-                        "SAI_QUEUE_STAT_DROPPED_PACKETS": str(p.q_dropped[q]),
-                        "SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS": str(p.q_ecn[q]),
-                        "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": str(p.q_depth[q])}
-                    out[f"{p.name}:{q}:periodic"] = {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": str(p.q_watermark[q])}
-            return out
-        if len(path) == 3 and path[0] == "COUNTERS":
-            getter = _sonic_port_field(path[2])
-            if getter is None:
-                return None
-            bad = malformed and path[2] == "SAI_PORT_STAT_IF_IN_OCTETS"  # only port 0's received bytes
-            return {p.name: ("garbage" if bad and p.index == 0 else str(getter(p))) for p in self.ports}
-        if len(path) == 3 and path[0] == "PORT_TABLE" and path[2] == "oper_status":
-            return {p.name: "up" if p.oper_up else "down" for p in self.ports}
-        if len(path) == 2 and path[0] == "LLDP_ENTRY_TABLE":
-            return {p.name: {"lldp_rem_sys_name": p.neighbor[0], "lldp_rem_port_id": p.neighbor[1],
-                             "lldp_rem_port_desc": f"{p.neighbor[0]} {p.neighbor[1]}"}
-                    for p in self.ports if p.neighbor}
-        return None
-
-
-_SONIC_PORT_FIELDS = {
-    "SAI_PORT_STAT_IF_IN_OCTETS": lambda p: p.in_octets, "SAI_PORT_STAT_IF_OUT_OCTETS": lambda p: p.out_octets,
-    "SAI_PORT_STAT_IF_IN_ERRORS": lambda p: p.in_errors, "SAI_PORT_STAT_IF_OUT_ERRORS": lambda p: p.out_errors,
-    "SAI_PORT_STAT_IF_IN_DISCARDS": lambda p: p.in_discards,
-    "SAI_PORT_STAT_IF_OUT_DISCARDS": lambda p: p.out_discards,
-    "SAI_PORT_STAT_ETHER_STATS_CRC_ALIGN_ERRORS": lambda p: p.fcs_errors,
-}
-_SONIC_PFC = re.compile(r"SAI_PORT_STAT_PFC_(\d)_(RX|TX)_(PKTS|PAUSE_DURATION_US)")
-
-
-def _sonic_port_field(name: str):
-    if name in _SONIC_PORT_FIELDS:
-        return _SONIC_PORT_FIELDS[name]
-    m = _SONIC_PFC.fullmatch(name)
-    if not m:
-        return None
-    prio = int(m.group(1))
-    attr = {("RX", "PKTS"): "pfc_rx", ("TX", "PKTS"): "pfc_tx", ("RX", "PAUSE_DURATION_US"): "pfc_rx_us",
-            ("TX", "PAUSE_DURATION_US"): "pfc_tx_us"}[(m.group(2), m.group(3))]
-    return lambda p: getattr(p, attr)[prio]
+        """The JSON map a SONiC path returns, or None if sonic-gnmi would not serve the path."""
+        return gnmi_sonic.table(self, path, malformed)
 
 
 # -- encoding ----------------------------------------------------------------------------------
@@ -519,9 +506,13 @@ class Renderer:
         if self.switch.profile == "sonic":
             names = [name for name, _ in self.sub_elems]
             table = self.switch.sonic_table(names, malformed)
-            if table is None or (previous is not None and previous.get("table") == table):
+            if table is None:
                 return [], {"table": table}
-            update = pb.Update(path=self.sub.path, val=pb.TypedValue(json_ietf_val=json.dumps(table).encode()))
+            # ON_CHANGE on an APPL_DB table: only what changed, a deleted key as {}
+            sent = table if previous is None else gnmi_sonic.changes(previous.get("table"), table)
+            if previous is not None and not sent:
+                return [], {"table": table}
+            update = pb.Update(path=self.sub.path, val=pb.TypedValue(json_ietf_val=json.dumps(sent).encode()))
             return [pb.Notification(timestamp=ts, prefix=self.prefix, update=[update])], {"table": table}
         leaves = self.leaves(malformed)
         if previous is not None:
@@ -840,7 +831,9 @@ async def demo_part(ctx):
     sources = {"gnmi": {
         "defaults": {"sample_interval": "1s", "username": "infrapulse", "password_file": str(password_file),
                      "tls": {"ca_file": str(pki.ca_file), "server_name": "localhost"}},
-        "targets": [{"name": t.switch.name, "address": t.address, "profile": t.switch.profile}
+        # the simulated SONiC is a current release: read it with the profile that has PG watermarks
+        "targets": [{"name": t.switch.name, "address": t.address,
+                     "profile": "sonic-202511" if t.switch.profile == "sonic" else t.switch.profile}
                     for t in fabric.targets],
     }}
     return DemoPart(name="gnmi", sources=sources, close=fabric.close,

@@ -77,7 +77,7 @@ DATA_FAMILIES = [
     _declare("infrapulse_switch_lldp_neighbor_info", INFO,
              "The LLDP neighbour seen on a switch port: joins switch ports to the hosts (infrapulse_node_info"
              "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
-    # -- vendor depth (Cumulus, EOS, OpenConfig; the first three are shared with the SONiC profile) --
+    # -- lossless-fabric detail and vendor depth (SONiC, NVIDIA Cumulus, Arista EOS, OpenConfig) ---
     _declare("infrapulse_switch_queue_wred_dropped_packets_total", C,
              "Packets dropped by WRED (weighted random early detection) at an egress queue. Whether "
              "infrapulse_switch_queue_dropped_packets_total includes them depends on the platform (see "
@@ -100,6 +100,20 @@ DATA_FAMILIES = [
              "Instantaneous ingress buffer occupancy of a priority group, by pool: shared (the shared "
              "buffer) or headroom (the lossless headroom that absorbs in-flight data after a PFC pause).",
              PG, unit="bytes"),
+    _declare("infrapulse_switch_pfc_pause_transitions_total", C,
+             "Transitions of a priority from paused to unpaused (XOFF to XON) per PFC priority, by "
+             "direction, where the switch counts them.", PRIO),
+    _declare("infrapulse_switch_priority_group_watermark_bytes", G,
+             "Peak buffer use of an ingress priority group in the switch's watermark period, by pool: "
+             "shared (shared buffer) or headroom (the XOFF headroom that absorbs in-flight data once PFC "
+             "pauses the sender).", PG, unit="bytes"),
+    _declare("infrapulse_switch_interface_alias_info", INFO,
+             "The vendor alias of a switch interface (SONiC: CONFIG_DB PORT alias, e.g. etp10 or "
+             "Ethernet1/1); the interface label is always the switch's own port name.",
+             ("switch", "interface", "alias")),
+    _declare("infrapulse_switch_interface_last_down_timestamp_seconds", G,
+             "Unix time the switch last saw this interface go operationally down, where it records it.",
+             IF, unit="seconds"),
 ]
 
 STATUS_FAMILIES = (SWITCH_UP, LAST_UPDATE, UPDATES, MALFORMED, RECONNECTS, SERIES_DROPPED)

@@ -27,6 +27,12 @@ Series lifetime follows gNMI semantics:
     (PROTO leaves count as refreshed when a notification for their prefix arrives, which also
     keeps suppress_redundant leaves alive);
     ON_CHANGE series (oper-status, LLDP) are kept: silence is their normal state.
+
+What each subscribed path yields is reported to the store (`coverage.SwitchCoverage`): series
+per path, and leaves no rule maps (counted per notification on the bulk path's plan, added up
+every sweep). Platforms that key ports by a vendor alias on some paths (SONiC) have their keys
+translated to port names through the profile's interface table (`ports.PortTable`); JSON values
+that arrive before that table are held and applied once it is in.
 """
 
 from __future__ import annotations
@@ -42,10 +48,12 @@ from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
 from ...catalog import INFO
-from ...store import Snapshot
+from ...store import Snapshot, Store
 from . import wire
 from .columns import Column, Slots
+from .coverage import SwitchCoverage
 from .families import (
+    FAMILY_SOURCE,
     LAST_UPDATE,
     MALFORMED,
     RECONNECTS,
@@ -54,9 +62,10 @@ from .families import (
     SWITCH_UP,
     UPDATES,
 )
-from .paths import ElemPath, PathPattern, from_proto, path_covers, strip_module
+from .paths import ElemPath, PathPattern, format_path, from_proto, path_covers, strip_module
+from .ports import PortTable
 from .prefer import Preferences
-from .profile import Profile, Rule
+from .profile import Profile, Rule, SubscriptionSpec
 from .values import (
     JSON_FIELDS,
     NUMERIC_FIELDS,
@@ -65,6 +74,7 @@ from .values import (
     load_json,
     scalar,
     to_number,
+    utc_timestamp,
 )
 
 _MISSING = object()
@@ -175,18 +185,19 @@ class Binding:
     # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
     # by every binding of one notification prefix plus a process-wide shared relative path.
     __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "numeric", "sample", "seen",
-                 "entity", "home", "key", "owner")
+                 "entity", "home", "key", "owner", "mapping")
 
     def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...],
                  sample: bool, home: dict, key: Any, entity: _Entity | None = None,
-                 owner: _Prefix | None = None) -> None:
+                 owner: _Prefix | None = None, mapping: str = "") -> None:
         self.prefix = prefix
         self.rel = rel
         self.rule = rule
         self.series = series
         self.labels = labels
         self.scale = rule.scale
-        self.numeric = rule.values is None and entity is None
+        # plain numbers only: enums, _info parts, time stamps and per-speed values take `_set`
+        self.numeric = rule.values is None and entity is None and not (rule.time_format or rule.per_port_speed)
         self.sample = sample
         self.seen = 0
         self.entity = entity
@@ -195,6 +206,12 @@ class Binding:
         # PROTO leaves are refreshed per notification prefix (one store per notification instead
         # of one per leaf); JSON leaves carry their own tick.
         self.owner = owner
+        self.mapping = mapping  # the subscribed path it came under (coverage)
+
+    @property
+    def counts_as_series(self) -> bool:
+        """An `_info` series is fed by one binding per value label: count it once."""
+        return self.entity is None or self.rule.info_label == self.rule.info_labels[0]
 
     @property
     def last_seen(self) -> int:
@@ -208,35 +225,54 @@ class Binding:
 class _Plan:
     """How the bulk path writes notifications of one shape (see `SwitchState._plan`)."""
 
-    __slots__ = ("shape", "signature", "runs", "count")
+    __slots__ = ("shape", "signature", "runs", "count", "unmapped", "hits")
 
-    def __init__(self, shape: bytes, signature: tuple, runs: tuple | None, count: int) -> None:
+    def __init__(self, shape: bytes, signature: tuple, runs: tuple | None, count: int,
+                 unmapped: tuple[tuple[str, str, int], ...] = ()) -> None:
         self.shape = shape  # the update path fields, as the bulk view keeps them
         self.signature = signature  # ((value kind field, how many), ...)
         self.runs = runs  # None: some leaf needs the per-update path
         self.count = count  # updates in such a notification
+        self.unmapped = unmapped  # (mapping, sample path, leaves) no rule maps, per notification
+        self.hits = 0  # notifications taken with it since its unmapped leaves were last counted
 
 
 class _Prefix:
     """One notification prefix (raw bytes as sent): its bindings by raw update path, and plans
     for the bulk path by notification shape (its update path fields, in order)."""
 
-    __slots__ = ("elems", "bindings", "plans", "last", "seen")
+    __slots__ = ("elems", "bindings", "plans", "last", "seen", "misses", "retired")
 
-    def __init__(self, elems: ElemPath) -> None:
+    def __init__(self, elems: ElemPath, retired: list[_Plan]) -> None:
         self.elems = elems
+        self.retired = retired  # the switch's list of dropped plans whose hits are not counted yet
         self.bindings: dict[bytes, Binding | None] = {}
+        # unmapped paths cached as None in `bindings` that no `ignore` pattern covers:
+        # raw path -> (subscribed path, full path as text), for the coverage counts
+        self.misses: dict[bytes, tuple[str, str]] = {}
         self.plans: dict[bytes, _Plan] = {}
         self.last: _Plan | None = None  # the plan used last: a prefix mostly sends one shape
         self.seen = 0
 
     def forget_plans(self) -> None:
+        self.retired.extend(plan for plan in self.plans.values() if plan.hits)
         self.plans.clear()
         self.last = None
 
 
+class _JsonUpdate:
+    """What a JSON value's update path is, looked up once per path."""
+
+    __slots__ = ("empty_entry_deletes", "port_table")
+
+    def __init__(self, empty_entry_deletes: bool, port_table: bool) -> None:
+        self.empty_entry_deletes = empty_entry_deletes
+        self.port_table = port_table
+
+
 class SwitchState:
-    def __init__(self, name: str, profile: Profile, max_series: int = DEFAULT_MAX_SERIES) -> None:
+    def __init__(self, name: str, profile: Profile, max_series: int = DEFAULT_MAX_SERIES,
+                 store: Store | None = None, source: str = FAMILY_SOURCE) -> None:
         self.name = name
         self.profile = profile
         self.max_series = max_series
@@ -263,9 +299,20 @@ class SwitchState:
         self._entities: dict[tuple, _Entity] = {}
         self._label_tuples: dict[tuple, tuple] = {}
         self._unmapped = 0
-        # (pattern, is SAMPLE) of every subscription, to tell SAMPLE leaves from ON_CHANGE ones.
-        self._subs = [(PathPattern(sub.path, self.strip), sub.expires)
+        self._json_misses: dict[ElemPath, tuple[str, str]] = {}
+        self._json_updates: dict[ElemPath, _JsonUpdate] = {}
+        # Every subscription with its pattern: which one a leaf came under (SAMPLE or ON_CHANGE,
+        # its stream's flags, and the "mapping" its coverage is reported under).
+        self._subs = [(PathPattern(sub.path, self.strip), sub)
                       for stream in profile.streams for sub in stream.subscriptions]
+        self.coverage = SwitchCoverage(list(dict.fromkeys(sub.path for _, sub in self._subs)), store, source, name)
+        table = profile.interface_table
+        self.ports = PortTable(table.alias, table.speed_mbps) if table is not None else None
+        self._quanta: dict[tuple[str, tuple[str, ...]], float] = {}  # per-speed series: last raw value
+        self._retired: list[_Plan] = []  # forgotten plans with uncounted hits (_count_plan_hits)
+        # JSON values that arrived before the port table, latest per path (see _apply_doc)
+        self._held: dict[ElemPath, Any] = {}
+        self._held_back = False
         self._ranks = Preferences()  # ranked rules: one leaf per series (see prefer.py)
         self.tick = 1  # sweep generation; bindings remember the tick they were last written in
         self._session_tick = 1
@@ -301,12 +348,34 @@ class SwitchState:
     def on_sync(self) -> None:
         start = self._session_tick
         self._drop(lambda b: b.last_seen < start)
+        if self.ports is not None and not self.ports.known:
+            # every stream sent its initial state and the port table was not in it: keys that are
+            # not known aliases are port names from now on
+            self.ports.known = True
+            self._release_held()
+        self.publish_coverage()
 
     def sweep(self) -> None:
         """Called every sweep period: expire SAMPLE series not refreshed for two periods."""
         self.tick += 1
         limit = self.tick - 2
         self._drop(lambda b: b.sample and b.last_seen < limit)
+        self.publish_coverage()
+
+    def publish_coverage(self) -> None:
+        """Hand the coverage to the store (series per subscribed path, unmapped leaves)."""
+        self._count_plan_hits()
+        self.coverage.publish()
+
+    def _count_plan_hits(self) -> None:
+        """The bulk path only counts notifications per plan; turn them into unmapped leaves."""
+        plans = [plan for pctx in self._prefixes.values() for plan in pctx.plans.values() if plan.hits]
+        plans += self._retired
+        self._retired.clear()
+        for plan in plans:
+            for mapping, sample, leaves in plan.unmapped:
+                self.coverage.count_unmapped(mapping, sample, leaves * plan.hits)
+            plan.hits = 0
 
     def clear_data(self) -> None:
         """The switch has been unreachable past the staleness window: drop every data series."""
@@ -323,7 +392,11 @@ class SwitchState:
             pctx.bindings.clear()
             pctx.forget_plans()
         self._prefixes.clear()
+        self._retired.clear()
         self._json_bindings.clear()
+        self._json_misses.clear()
+        self._json_updates.clear()
+        self._held.clear()
         self._entities.clear()
         self._label_tuples.clear()
         self._ranks.clear()
@@ -395,7 +468,8 @@ class SwitchState:
         over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
-                pctx = self._prefixes[raw_prefix] = _Prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip))
+                pctx = self._prefixes[raw_prefix] = _Prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip),
+                                                                   self._retired)
                 return pctx
             except DecodeError:
                 pass
@@ -403,6 +477,7 @@ class SwitchState:
         self._updates[self._key] += count
         if over_limit:
             self._dropped[self._key] += count
+            self.coverage.count_dropped(count)
         else:
             self._malformed[self._key] += max(count, 1)
         return None
@@ -436,6 +511,8 @@ class SwitchState:
         for kind, pick, start, stop, scale in runs:
             picked = pick(kinds[kind][1])
             values[start:stop] = array("d", picked if scale is None else map(mul, picked, repeat(scale)))
+        if plan.unmapped:  # one increment per notification; see _count_plan_hits
+            plan.hits += 1
         return plan.count
 
     def _plan(self, pctx: _Prefix, shape: bytes, signature: tuple, raw: bytes) -> _Plan | None:
@@ -462,6 +539,7 @@ class SwitchState:
         writes: list[tuple[int, float, int, Binding]] | None = []  # (kind, scale, index, binding)
         fresh: list[tuple[tuple, Binding]] = []  # bindings made here, with the order of their slots
         bindings = pctx.bindings
+        unmapped: dict[str, list] = {}  # mapping -> [sample, leaves]
         try:
             for position, (path, kind) in enumerate(zip(paths, kinds)):
                 if kind not in slots:
@@ -478,11 +556,14 @@ class SwitchState:
                         path, rel = _relative_path(path, self.strip)
                     except DecodeError:
                         return None
-                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False)
+                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False, misses=pctx.misses)
                     if b is not None:
                         fresh.append(((slots[kind], b.scale, position), b))
-                if b is None:
-                    continue  # an unmapped leaf
+                if b is None:  # an unmapped leaf (or one held back)
+                    miss = pctx.misses.get(path)
+                    if miss is not None:
+                        unmapped.setdefault(miss[0], [miss[1], 0])[1] += 1
+                    continue
                 if not b.numeric or kind not in wire.NUMERIC_KINDS:
                     writes = None
                     continue
@@ -496,7 +577,8 @@ class SwitchState:
             for *_, b in writes:
                 b.series.reveal(b.labels)  # the bulk write that follows fills every one
         shape = _shared_shape(shape)
-        plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths))
+        plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
+                     tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
         if len(pctx.plans) >= MAX_PLANS_PER_PREFIX:
             pctx.forget_plans()  # a switch whose updates vary in shape: keep only recent ones
         pctx.plans[shape] = plan
@@ -506,6 +588,7 @@ class SwitchState:
         """The general path, one update at a time; returns the number of malformed updates."""
         get = pctx.bindings.get
         bad = 0
+        unmapped: dict[str, list] | None = None  # mapping -> [sample, leaves]
         for raw in raw_updates:
             try:
                 u = wire.Update.FromString(raw)
@@ -519,15 +602,19 @@ class SwitchState:
                 if which in JSON_FIELDS:  # a JSON value binds per leaf inside it
                     bad += self._apply_json(pctx.elems, u.path, val, which)
                     continue
+                if b is _MISSING:
+                    try:
+                        pk, rel = _relative_path(u.path, self.strip)
+                    except DecodeError:
+                        bad += 1
+                        continue
+                    b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx, misses=pctx.misses)
                 if b is None:
-                    continue
-                try:
-                    pk, rel = _relative_path(u.path, self.strip)
-                except DecodeError:
-                    bad += 1
-                    continue
-                b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx)
-                if b is None:
+                    miss = pctx.misses.get(u.path)
+                    if miss is not None:
+                        if unmapped is None:
+                            unmapped = {}
+                        unmapped.setdefault(miss[0], [miss[1], 0])[1] += 1
                     continue
             if which in NUMERIC_FIELDS and b.numeric:
                 b.series[b.labels] = getattr(val, which) * b.scale
@@ -536,6 +623,9 @@ class SwitchState:
                 self._set(b, load_json(getattr(val, which)) if which in JSON_FIELDS else scalar(val, which))
             except MalformedValue:
                 bad += 1
+        if unmapped:
+            for mapping, (sample, leaves) in unmapped.items():
+                self.coverage.count_unmapped(mapping, sample, leaves)
         return bad
 
     def _apply_json(self, base: ElemPath, raw_path: bytes, val: Any, which: str) -> int:
@@ -544,21 +634,86 @@ class SwitchState:
             path = base + from_proto(pb.Path.FromString(raw_path), self.strip)
         except (MalformedValue, DecodeError):
             return 1
+        update = self._json_update(path)
+        if update.empty_entry_deletes and isinstance(doc, dict):
+            for key, entry in doc.items():
+                if isinstance(entry, dict) and not entry:  # SONiC: {"Ethernet0": {}} = key deleted
+                    self._drop(lambda b, t=path + ((key, ()),): path_covers(t, b.path))
+        bad = self._apply_doc(path, doc)
+        if update.port_table and self.ports is not None:
+            self._take_port_table(self.ports, doc)
+        return bad
+
+    def _apply_doc(self, path: ElemPath, doc: Any, replay: bool = False) -> int:
+        """Bind and write every leaf of a JSON value at `path`; returns the malformed count.
+        A value with leaves held back (their port key is not known yet) is kept, the latest per
+        path, and applied again (`replay`: its unmapped leaves were counted already) once the
+        port table is in."""
+        self._held_back = False
         cache = self._json_bindings
+        misses = self._json_misses
         tick = self.tick
         bad = 0
+        unmapped = 0
+        miss: tuple[str, str] | None = None
         for leaf, value in flatten_json(path, doc, self.profile.list_keys, self.strip):
             b = cache.get(leaf, _MISSING)
             if b is _MISSING:
-                b = self._bind((), leaf, cache, leaf)
+                b = self._bind((), leaf, cache, leaf, misses=misses)
             if b is None:
+                found = misses.get(leaf)
+                if found is not None:
+                    unmapped += 1
+                    miss = miss or found
                 continue
             b.seen = tick
             try:
                 self._set(b, value)
             except MalformedValue:
                 bad += 1
+        if miss is not None and not replay:
+            self.coverage.count_unmapped(miss[0], miss[1], unmapped)
+        if self._held_back:
+            self._held[path] = doc
         return bad
+
+    def _json_update(self, path: ElemPath) -> _JsonUpdate:
+        found = self._json_updates.get(path)
+        if found is None:
+            sub = self._subscription_of(path)
+            table = self.profile.interface_table
+            found = _JsonUpdate(
+                sub is not None and sub.empty_entry_deletes,
+                table is not None and len(table.pattern) == len(path) and table.pattern.match(path) is not None)
+            if len(self._json_updates) < MAX_SHARED_PATHS:
+                self._json_updates[path] = found
+        return found
+
+    def _take_port_table(self, ports: PortTable, doc: Any) -> None:
+        """A reply of the interface table: learn names, aliases and speeds; series bound under a
+        key whose meaning changed (a new or renamed alias) are bound again on their next sample."""
+        was_known = ports.known
+        changed = ports.update(doc)
+        if not was_known:
+            self._release_held()
+        elif changed:
+            self._drop(lambda b: b.rule.alias_keys and self._raw_interface(b) in changed)
+
+    def _release_held(self) -> None:
+        """The port table is known: apply the values that waited for it."""
+        self._forget_plans()  # plans made while leaves were held back lack them
+        held, self._held = self._held, {}
+        for path, doc in held.items():
+            self._malformed[self._key] += self._apply_doc(path, doc, replay=True)
+
+    @staticmethod
+    def _raw_interface(b: Binding) -> str | None:
+        captured = b.rule.pattern.match(b.path)
+        return None if captured is None else captured.get("interface")
+
+    def _forget_plans(self) -> None:
+        for pctx in self._prefixes.values():
+            pctx.forget_plans()
 
     def _set(self, b: Binding, value: Any) -> None:
         entity = b.entity
@@ -581,29 +736,74 @@ class SwitchState:
                 number = rule.default
             b.series[b.labels] = number
             return
+        if rule.time_format:
+            b.series[b.labels] = utc_timestamp(value, rule.time_format)
+            return
+        if rule.per_port_speed:
+            self._set_per_speed(b, to_number(value))
+            return
         b.series[b.labels] = to_number(value) * b.scale
 
-    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any,
-              owner: _Prefix | None = None, hold: bool = True) -> Binding | None:
-        """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped
-        or over the series limit. With hold=False the caller gives the series its slot."""
+    def _set_per_speed(self, b: Binding, raw: float) -> None:
+        """A counter in bit times (SAI pause quanta x 512): seconds at the port's current speed,
+        accumulated delta by delta, so a speed change never makes the counter jump back."""
+        rule = b.rule
+        port = b.labels[rule.family.labels.index("interface")]
+        speed = self.ports.speed_bps.get(port) if self.ports is not None else None
+        if speed is None:
+            return  # not yet known: no series rather than a wrong one
+        key = (rule.family.name, b.labels)
+        last = self._quanta.get(key)
+        self._quanta[key] = raw
+        if last is None or b.labels not in b.series:
+            b.series[b.labels] = raw * b.scale / speed
+            return
+        delta = raw - last if raw >= last else raw  # a reset on the switch starts from 0
+        b.series[b.labels] = float(b.series[b.labels]) + delta * b.scale / speed
+
+    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any, owner: _Prefix | None = None,
+              hold: bool = True, misses: dict | None = None) -> Binding | None:
+        """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped,
+        over the series limit or held back (its port is not known yet). With hold=False the
+        caller gives the series its slot. Unmapped paths no `ignore` pattern covers are noted in
+        `misses` (key -> (subscribed path, path text)) for the coverage counts."""
         path = prefix + rel
         found = self.profile.resolve(path)
         if found is None:
             if self._unmapped < MAX_UNMAPPED_CACHED:
                 self._unmapped += 1
                 home[key] = None
+                if misses is not None and not self.profile.ignored(path):
+                    sub = self._subscription_of(path)
+                    if sub is not None:  # a path we never asked for is not a mapping's loss
+                        misses[key] = (sub.path, format_path(path))
             return None
         if self.bound >= self.max_series:
             self._dropped[self._key] += 1
+            self.coverage.count_dropped(1)
             return None  # not cached: the path binds once series are freed again
         rule, captured = found
+        if rule.alias_keys and self.ports is not None:
+            raw = captured["interface"]
+            port = self.ports.name(raw)
+            if port is None:
+                if not self.ports.known:
+                    self._held_back = True
+                    return None  # held back, not cached: binds once the port table is in
+                port = raw  # a key the table does not list: exported as sent
+            if port != raw:
+                captured = {**captured, "interface": port}
         family = rule.family
         series = self.snapshot.series.get(family.name)
         if series is None:
             # numbers go in columns; `_info` series (labels from values, churned by entities) in dicts
             series = self.snapshot.series[family.name] = {} if family.type == INFO else self.slots.column()
-        sample = rule.sample if rule.sample is not None else self._is_sample(path)
+        sub = self._subscription_of(path)
+        mapping = sub.path if sub is not None else ""
+        if rule.sample is not None:
+            sample = rule.sample
+        else:
+            sample = sub is None or sub.expires
         fixed = {"switch": self.name, **rule.const, **{k: sys.intern(v) for k, v in captured.items()}}
         if rule.info_label:
             entity_path = path[:rule.entity_len]
@@ -611,17 +811,19 @@ class SwitchState:
             entity = self._entities.get(ekey)
             if entity is None:
                 entity = self._entities[ekey] = _Entity(series, fixed, family.labels)
-            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity, owner)
+            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity, owner, mapping)
         else:
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
-            binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner)
+            binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner, mapping)
             if rule.rank is not None and not self._ranks.claim(binding, owner):
                 return None  # a better-ranked leaf feeds this series; not cached: it may bind later
             if hold:
                 self._hold(binding)
         home[key] = binding
         self.bound += 1
+        if binding.counts_as_series:
+            self.coverage.bound(mapping, 1)
         return binding
 
     @staticmethod
@@ -629,11 +831,12 @@ class SwitchState:
         if isinstance(b.series, Column):
             b.series.acquire(b.labels)
 
-    def _is_sample(self, path: ElemPath) -> bool:
-        for pattern, sample in self._subs:
+    def _subscription_of(self, path: ElemPath) -> SubscriptionSpec | None:
+        """The subscription a leaf path came under (the first whose path covers it)."""
+        for pattern, sub in self._subs:
             if len(pattern) <= len(path) and pattern.match(path) is not None:
-                return sample
-        return True
+                return sub
+        return None
 
     # -- removal ------------------------------------------------------------------------------
 
@@ -657,8 +860,12 @@ class SwitchState:
     def _remove(self, b: Binding) -> None:
         if b.home.pop(b.key, None) is not None:
             self.bound -= 1
+            if b.counts_as_series:
+                self.coverage.bound(b.mapping, -1)
         if b.rule.rank is not None:
             self._ranks.release(b)
+        if b.rule.per_port_speed:
+            self._quanta.pop((b.rule.family.name, b.labels), None)
         if b.owner is not None:
             b.owner.forget_plans()  # plans write straight into slots: none may outlive a binding
         entity = b.entity

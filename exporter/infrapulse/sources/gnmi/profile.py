@@ -32,10 +32,12 @@ MODES = ("sample", "on_change", "target_defined")
 MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
 
 _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
-             "subscriptions", "streams", "metrics"}
-_STREAM_KEYS = {"origin", "target", "subscriptions", "optional"}
+             "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends"}
+_STREAM_KEYS = {"origin", "target", "subscriptions", "optional", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant", "expire"}
-_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank", "time_format",
+                "divide_by_port_speed"}
+_TABLE_KEYS = {"path", "alias", "speed_mbps"}
 
 
 class ProfileError(Exception):
@@ -56,10 +58,23 @@ class SubscriptionSpec:
     # Expire series under this path like SAMPLE series when nothing refreshes them, whatever the
     # mode: for event streams (EOS LANZ congestion records) whose last event is no current state.
     expire: bool = False
+    alias_keys: bool = False  # copied from its stream (see StreamSpec)
+    empty_entry_deletes: bool = False  # copied from its stream
 
     @property
     def expires(self) -> bool:
         return self.mode == "sample" or self.expire
+
+
+@dataclass
+class InterfaceTable:
+    """Where a platform lists its ports (SONiC: APPL_DB PORT_TABLE, keyed by port name): a JSON
+    table whose entries give each port's vendor alias and speed in Mb/s."""
+
+    path: str
+    pattern: PathPattern
+    alias: str = ""  # field holding the alias
+    speed_mbps: str = ""  # field holding the speed (Mb/s)
 
 
 @dataclass
@@ -72,6 +87,13 @@ class StreamSpec:
     # A switch may refuse this stream (a feature it lacks or has not enabled, e.g. EOS's
     # eos_native provider): the session goes on without it and says so in its status.
     optional: bool = False
+    # SONiC COUNTERS_DB wildcard paths key ports by CONFIG_DB alias (etp10, Ethernet1/1) where
+    # one is configured: an `{interface}` captured under such a stream is translated to the port
+    # name through the profile's interface_table.
+    alias_keys: bool = False
+    # SONiC whole-table ON_CHANGE: a deleted key arrives as an empty object ({"Ethernet0": {}});
+    # it drops the series below that key.
+    empty_entry_deletes: bool = False
 
     def describe(self) -> str:
         where = ":".join(p for p in (self.origin, self.target) if p)
@@ -95,6 +117,9 @@ class Rule:
     # Preference among rules feeding the same series (lower wins; see `prefer`). None: the
     # family has no ranked rule; set to 0 on the unranked rules of a family that has one.
     rank: int | None = None
+    time_format: str = ""  # the value is a UTC time in this strptime format -> Unix seconds
+    per_port_speed: bool = False  # value x scale / the port's speed in bit/s (accumulated)
+    alias_keys: bool = False  # its {interface} may be a vendor alias (set from the streams)
 
 
 @dataclass
@@ -106,20 +131,24 @@ class Profile:
     strip_modules: bool
     streams: list[StreamSpec]
     rules: list[Rule]
+    ignore: list[PathPattern] = field(default_factory=list)  # leaves dropped on purpose (not "unmapped")
+    interface_table: InterfaceTable | None = None
     list_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _by_names: dict[tuple[str, ...], list[Rule]] = field(default_factory=dict, repr=False)
     _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        subs = [(PathPattern(s.path, self.strip_modules), s.expires)
+        subs = [(PathPattern(s.path, self.strip_modules), s.expires, s.alias_keys)
                 for st in self.streams for s in st.subscriptions]
         self._resolved: dict[ElemPath, tuple[Rule, dict[str, str]] | None] = {}
         ranked = {rule.family.name for rule in self.rules if rule.rank is not None}
         for rule in self.rules:
             if rule.rank is None and rule.family.name in ranked:
                 rule.rank = 0
-            modes = {sample for pattern, sample in subs if pattern.may_contain(rule.pattern)}
+            modes = {sample for pattern, sample, _ in subs if pattern.may_contain(rule.pattern)}
             rule.sample = modes.pop() if len(modes) == 1 else None
+            rule.alias_keys = "interface" in rule.pattern.labels() and any(
+                aliased for pattern, _, aliased in subs if pattern.may_contain(rule.pattern))
             if rule.pattern.literal_names is not None:
                 self._by_names.setdefault(rule.pattern.literal_names, []).append(rule)
             else:
@@ -150,6 +179,10 @@ class Profile:
                 return rule, captured
         return None
 
+    def ignored(self, elems: ElemPath) -> bool:
+        """Whether a leaf no rule maps is dropped on purpose (`ignore`), rather than unmapped."""
+        return any(len(p) == len(elems) and p.match(elems) is not None for p in self.ignore)
+
     def sample_intervals(self, default: float) -> list[float]:
         return [s.sample_interval or default for st in self.streams for s in st.subscriptions
                 if s.mode == "sample"]
@@ -158,17 +191,82 @@ class Profile:
 # -- loading --------------------------------------------------------------------------------
 
 
-def load_profile_file(path: Path) -> Profile:
+def _read_yaml(path: Path) -> Any:
     file = str(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ProfileError(file, "", f"cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
         raise ProfileError(file, "", f"invalid YAML: {where}{getattr(exc, 'problem', None) or exc}") from None
-    return parse_profile(data, path.stem, file)
+
+
+def load_profile_file(path: Path, files: dict[str, Path] | None = None) -> Profile:
+    """One profile file; `extends:` names another profile among `files` (default: the built-in
+    profiles and the file's own directory)."""
+    if files is None:
+        files = {**_profile_files(BUILTIN_DIR), **_profile_files(path.parent)}
+    files = {**files, path.stem: path}
+    return parse_profile(_resolved_data(path.stem, files, ()), path.stem, str(path))
+
+
+def _profile_files(directory: Path) -> dict[str, Path]:
+    return {p.stem: p for p in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml"))}
+
+
+def _resolved_data(name: str, files: dict[str, Path], chain: tuple[str, ...]) -> Any:
+    """A profile's YAML with what it `extends` merged in: the base's subscriptions (per stream,
+    by origin and target), metrics and ignore list come first, its own are added; any other key
+    it sets replaces the base's."""
+    path = files[name]
+    data = _read_yaml(path)
+    if not isinstance(data, dict) or "extends" not in data:
+        return data
+    base = data["extends"]
+
+    def fail(key: str, reason: str) -> ProfileError:
+        return ProfileError(str(path), key, reason)
+
+    if not isinstance(base, str) or base not in files:
+        raise fail("extends", f"unknown profile {base!r} (known: {', '.join(sorted(files))})")
+    if base == name or base in chain:
+        raise fail("extends", f"profiles extend each other in a loop ({' -> '.join((*chain, name, base))})")
+    base_data = _resolved_data(base, files, (*chain, name))
+    if not isinstance(base_data, dict):
+        raise fail("extends", f"profile {base!r} is not a mapping")
+    merged = {k: v for k, v in base_data.items() if k != "name"}
+    own = {k: v for k, v in data.items() if k != "extends"}
+    base_streams, own_streams = _streams_of(merged, fail), _streams_of(own, fail)
+    for key, value in own.items():
+        if key in ("metrics", "ignore"):
+            if not isinstance(value, list):
+                raise fail(key, "expected a list")
+            merged[key] = list(merged.get(key) or []) + value
+        else:
+            merged[key] = value
+    for stream in own_streams:
+        match = next((s for s in base_streams if (s.get("origin", ""), s.get("target", ""))
+                      == (stream.get("origin", ""), stream.get("target", ""))), None)
+        if match is None:
+            base_streams.append(stream)
+        else:
+            match.update({k: v for k, v in stream.items() if k != "subscriptions"})
+            match["subscriptions"] = list(match.get("subscriptions") or []) + list(stream.get("subscriptions") or [])
+    merged["streams"] = base_streams
+    return merged
+
+
+def _streams_of(data: dict[str, Any], fail: Any) -> list[dict[str, Any]]:
+    """The streams of a raw profile, moving top-level origin/target/subscriptions into one."""
+    if "streams" in data:
+        streams = data.pop("streams")
+        if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
+            raise fail("streams", "expected a list of mappings")
+        return [dict(s) for s in streams]
+    top = {k: data.pop(k) for k in ("origin", "target", "subscriptions") if k in data}
+    return [top] if top else []
 
 
 def parse_profile(data: Any, name: str, file: str) -> Profile:
@@ -205,10 +303,43 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
         raise fail("metrics", "expected a non-empty list of path -> family mappings")
     rules: list[Rule] = []
     sub_patterns = [(PathPattern(s.path, strip)) for st in streams for s in st.subscriptions]
+    table = _parse_interface_table(data.get("interface_table"), strip, sub_patterns, fail)
+    if any(st.alias_keys for st in streams) and (table is None or not table.alias):
+        raise fail("streams", "alias_keys needs interface_table with its alias field (where the aliases come from)")
     for i, raw in enumerate(raw_metrics):
-        rules += _parse_rule(raw, i, strip, sub_patterns, fail)
+        rules += _parse_rule(raw, i, strip, sub_patterns, fail, table)
+    ignore = _parse_ignore(data.get("ignore", []), strip, sub_patterns, fail)
     return Profile(name=name, file=file, description=str(data.get("description", "")), encodings=encodings,
-                   strip_modules=strip, streams=streams, rules=rules)
+                   strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table)
+
+
+def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern], fail: Any) -> PathPattern:
+    try:
+        pattern = PathPattern(text, strip)
+    except PathSyntaxError as exc:
+        raise fail(key, str(exc)) from None
+    if not any(sub.may_contain(pattern) for sub in subs):
+        raise fail(key, f"{text!r} is not under any subscribed path")
+    return pattern
+
+
+def _parse_ignore(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> list[PathPattern]:
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise fail("ignore", "expected a list of leaf path patterns")
+    return [_under_subscription(text, f"ignore[{i}]", strip, subs, fail) for i, text in enumerate(raw)]
+
+
+def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> InterfaceTable | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
+        raise fail("interface_table", "expected a mapping with path (and alias / speed_mbps field names)")
+    _no_unknown(raw, _TABLE_KEYS, "interface_table", fail)
+    for key in ("alias", "speed_mbps"):
+        if not isinstance(raw.get(key, ""), str):
+            raise fail(f"interface_table.{key}", "expected a field name")
+    pattern = _under_subscription(raw["path"], "interface_table.path", strip, subs, fail)
+    return InterfaceTable(raw["path"], pattern, raw.get("alias", ""), raw.get("speed_mbps", ""))
 
 
 def _no_unknown(data: dict, known: set[str], where: str, fail) -> None:
@@ -264,7 +395,14 @@ def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
     optional = raw.get("optional", False)
     if not isinstance(optional, bool):
         raise fail(f"{where}.optional", "expected true or false")
-    return StreamSpec(origin=origin, target=target, subscriptions=parsed, optional=optional)
+    flags = {}
+    for flag in ("alias_keys", "empty_entry_deletes"):
+        flags[flag] = raw.get(flag, False)
+        if not isinstance(flags[flag], bool):
+            raise fail(f"{where}.{flag}" if where else flag, "expected true or false")
+    for spec in parsed:
+        spec.alias_keys, spec.empty_entry_deletes = flags["alias_keys"], flags["empty_entry_deletes"]
+    return StreamSpec(origin=origin, target=target, subscriptions=parsed, optional=optional, **flags)
 
 
 def _duration(value: Any, key: str, fail) -> float | None:
@@ -276,7 +414,8 @@ def _duration(value: Any, key: str, fail) -> float | None:
         raise fail(key, str(exc)) from None
 
 
-def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail) -> list[Rule]:
+def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail,
+                table: InterfaceTable | None = None) -> list[Rule]:
     where = f"metrics[{index}]"
     if not isinstance(raw, dict):
         raise fail(where, "expected a mapping with path and family")
@@ -338,9 +477,19 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
         raise fail(f"{where}.rank", f"expected a whole number >= 0 (0 is preferred), got {rank!r}")
     if rank is not None and is_info:
         raise fail(f"{where}.rank", "_info families take no rank")
+    time_format = raw.get("time_format", "")
+    if not isinstance(time_format, str) or (time_format and (is_info or values is not None)):
+        raise fail(f"{where}.time_format", "a strptime format, on a numeric rule without values")
+    per_speed = raw.get("divide_by_port_speed", False)
+    if not isinstance(per_speed, bool):
+        raise fail(f"{where}.divide_by_port_speed", "expected true or false")
+    if per_speed and (table is None or not table.speed_mbps or "interface" not in captured or is_info):
+        raise fail(f"{where}.divide_by_port_speed", "needs interface_table.speed_mbps and a numeric rule "
+                                                    "capturing {interface}")
     if not is_info:
         return [Rule(index, family, pattern, const, float(scale), values,
-                     None if default is None else float(default), rank=rank)]
+                     None if default is None else float(default), rank=rank, time_format=time_format,
+                     per_port_speed=per_speed)]
     # An _info rule becomes one part per value leaf, each filling one label of the entity.
     parts = []
     labels = tuple(value_labels)
@@ -356,30 +505,33 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
     return parts
 
 
-def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
-    """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
-    profiles: dict[str, Profile] = {}
-    for directory in (BUILTIN_DIR, Path(extra_dir) if extra_dir else None):
-        if directory is None:
-            continue
+def _all_files(extra_dir: str | Path | None) -> dict[str, Path]:
+    """Profile name -> file; a file in `extra_dir` named like a built-in replaces it."""
+    files = _profile_files(BUILTIN_DIR)
+    if extra_dir:
+        directory = Path(extra_dir)
         if not directory.is_dir():
             raise ProfileError(str(directory), "", "profiles_dir is not a directory")
-        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-            profiles[path.stem] = load_profile_file(path)
-    return profiles
+        files.update(_profile_files(directory))
+    return files
+
+
+def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
+    """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
+    files = _all_files(extra_dir)
+    return {name: load_profile_file(path, files) for name, path in files.items()}
 
 
 def validate_profiles(extra_dir: str | Path | None = None) -> list[ProfileError]:
     """Every problem in every profile file (built-in and `extra_dir`), for check-config."""
+    try:
+        files = _all_files(extra_dir)
+    except ProfileError as exc:
+        return [exc]
     errors: list[ProfileError] = []
-    dirs = [BUILTIN_DIR] + ([Path(extra_dir)] if extra_dir else [])
-    for directory in dirs:
-        if not directory.is_dir():
-            errors.append(ProfileError(str(directory), "", "profiles_dir is not a directory"))
-            continue
-        for path in sorted(directory.glob("*.yaml")) + sorted(directory.glob("*.yml")):
-            try:
-                load_profile_file(path)
-            except ProfileError as exc:
-                errors.append(exc)
+    for path in files.values():
+        try:
+            load_profile_file(path, files)
+        except ProfileError as exc:
+            errors.append(exc)
     return errors

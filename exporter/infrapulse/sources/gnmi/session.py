@@ -143,7 +143,7 @@ class SwitchSession:
         self.conn = conn
         self.name: str = conn["name"]
         self.profile = profile
-        self.state = SwitchState(self.name, profile, source.config["max_series"])
+        self.state = SwitchState(self.name, profile, source.config["max_series"], source.store, source.name)
         self.backoff = Backoff(initial=1.0, cap=source.config["retry_max"])
         intervals = profile.sample_intervals(conn["sample_interval"])
         heartbeats = [s.heartbeat_interval for st in profile.streams for s in st.subscriptions

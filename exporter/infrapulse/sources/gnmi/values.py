@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from typing import Any
 
 from .paths import Elem, ElemPath, strip_module
@@ -59,6 +60,20 @@ def to_number(value: Any) -> float:
         except ValueError:
             raise MalformedValue(f"not a number: {value[:40]!r}") from None
     raise MalformedValue(f"not a number: {type(value).__name__}")
+
+
+def utc_timestamp(value: Any, fmt: str) -> float:
+    """Unix seconds of a time stamp written as text in UTC, e.g. SONiC's PORT_TABLE
+    last_down_time "Fri Jul 18 19:59:28 2025" with fmt "%a %b %d %H:%M:%S %Y". Runs of blanks
+    count as one (C's ctime() pads the day with a space) and a trailing newline is ignored
+    (sonic-swss wrote one before May 2024)."""
+    if not isinstance(value, str):
+        raise MalformedValue(f"not a time stamp: {type(value).__name__}")
+    try:
+        parsed = datetime.strptime(" ".join(value.split()), fmt)
+    except ValueError:
+        raise MalformedValue(f"not a time in {fmt!r}: {value[:40]!r}") from None
+    return parsed.replace(tzinfo=timezone.utc).timestamp()
 
 
 def flatten_json(base: ElemPath, doc: Any, list_keys: dict[str, tuple[str, ...]],
