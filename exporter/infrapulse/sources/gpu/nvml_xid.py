@@ -128,7 +128,7 @@ class XidWatcher:
         meaning = fam.XID_CRITICAL.get(event.xid, "")
         log = self.log.error if meaning else self.log.warning
         log("XID error", extra={"gpu": uuid, "xid": event.xid, "meaning": meaning,
-                                "gpu_instance": event.gpu_instance_id})
+                                "gpu_instance": gpu_instance_text(event.gpu_instance_id)})
 
 
 def handle_key(handle: Any) -> int:
@@ -137,3 +137,11 @@ def handle_key(handle: Any) -> int:
         return ctypes.cast(handle, ctypes.c_void_p).value or 0
     except (TypeError, ctypes.ArgumentError):
         return id(handle)
+
+
+NVML_NO_INSTANCE = 0xFFFFFFFF  # what NVML reports as the GPU instance of an event outside MIG
+
+
+def gpu_instance_text(instance_id: int) -> str:
+    """The GPU instance for the XID log line: its number under MIG, else "none"."""
+    return "none" if instance_id == NVML_NO_INSTANCE else str(instance_id)
