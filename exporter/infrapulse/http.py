@@ -246,28 +246,38 @@ def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
-async def read_json_object(request: web.Request, fields: dict[str, JsonField]) -> dict[str, object]:
-    """The request body as a JSON object with only `fields`, each of its type. Anything else is
-    an HTTP error with a message: 415 unless Content-Type is application/json (so a cross-site
-    HTML form cannot post it), 400 for bad JSON, an unknown or missing field or a wrong type,
-    413 over MAX_BODY_BYTES."""
-    if request.content_type != "application/json":
-        raise json_error(415, f"Content-Type must be application/json, got {request.content_type!r}")
-    raw = await request.read()
+class JsonInputError(ValueError):
+    """A JSON body that is not what the endpoint takes; the message says why."""
+
+
+def parse_json_object(raw: bytes, fields: dict[str, JsonField]) -> dict[str, object]:
+    """`raw` as a JSON object with only `fields`, each of its type, or JsonInputError."""
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise json_error(400, f"invalid JSON: {exc}") from None
+        raise JsonInputError(f"invalid JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise json_error(400, f"expected a JSON object, got {type(body).__name__}")
+        raise JsonInputError(f"expected a JSON object, got {type(body).__name__}")
     for key in body:
         if key not in fields:
-            raise json_error(400, f"unknown field {key!r}; expected {', '.join(sorted(fields))}")
+            raise JsonInputError(f"unknown field {key!r}; expected {', '.join(sorted(fields))}")
     for key, field in fields.items():
         if key not in body:
             if field.required:
-                raise json_error(400, f"missing field {key!r}")
+                raise JsonInputError(f"missing field {key!r}")
             continue
         if not field.accepts(body[key]):
-            raise json_error(400, f"field {key!r} must be {field.type_name()}, got {json.dumps(body[key])[:80]}")
+            raise JsonInputError(f"field {key!r} must be {field.type_name()}, got {json.dumps(body[key])[:80]}")
     return body
+
+
+async def read_json_object(request: web.Request, fields: dict[str, JsonField]) -> dict[str, object]:
+    """The request body through parse_json_object. Anything else is an HTTP error with a
+    message: 415 unless Content-Type is application/json (so a cross-site HTML form cannot post
+    it), 400 for what parse_json_object refuses, 413 over MAX_BODY_BYTES."""
+    if request.content_type != "application/json":
+        raise json_error(415, f"Content-Type must be application/json, got {request.content_type!r}")
+    try:
+        return parse_json_object(await request.read(), fields)
+    except JsonInputError as exc:
+        raise json_error(400, str(exc)) from None

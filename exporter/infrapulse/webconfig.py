@@ -70,6 +70,17 @@ BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}
 UNKNOWN_USER_HASH = b"$2b$10$LjWVw07ucrHX.X84XD53ROwahikOETZ.5amnFNb8GFgzWlY9h/GC."
 
 
+def parse_basic_auth(header: str | None) -> tuple[str, bytes] | None:
+    """(user, password) from an `Authorization: Basic ...` header, or None for anything else."""
+    if not header or not header.startswith("Basic "):
+        return None
+    try:
+        user, colon, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        return None
+    return (user, password.encode()) if colon else None
+
+
 def check_password(password: bytes, hashed: bytes) -> bool:
     """bcrypt's verdict, False for any password bcrypt cannot judge (too long, or refused by
     this bcrypt version), whatever the installed bcrypt does with it."""
@@ -233,13 +244,10 @@ class WebSecurity:
         users = self.config.users
         if not users:
             return True
-        if not header or not header.startswith("Basic "):
+        credential = parse_basic_auth(header)
+        if credential is None:
             return False
-        try:
-            user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
-        secret = password.encode()
+        user, secret = credential
         hashed = users.get(user)
         if hashed is None:
             # Spend the same bcrypt time as for a known user, so timing does not tell which exist.
