@@ -63,7 +63,7 @@ def root_schema() -> Section:
                                        default=256, min=1),
                 "max_connections_per_client": Int("Open connections accepted from one client address (an "
                                                   "IPv6 client: its /64) at once; more are closed on "
-                                                  "arrival.", default=32, min=1),
+                                                  "arrival.", default=64, min=1),
                 "handshake_timeout": Duration("A TLS connection that has not finished its handshake this "
                                               "long after connecting is closed.", default="5s", min=0.1),
                 "header_timeout": Duration("A connection must send a complete request line and headers "

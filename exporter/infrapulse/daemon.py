@@ -98,6 +98,7 @@ class Daemon:
                                      lingering_time=http_cfg["header_timeout"],
                                      logger=ClientErrorLog(self.http_stats))
         await self._runner.setup()
+        assert self._runner.server is not None  # set by setup()
         guard.bind(self._runner.server)
         host, _, port = self.listen.rpartition(":")
         host = host.strip("[]") or None

@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import exposition
@@ -146,7 +147,8 @@ def make_app(store: Store, state: DaemonState, registry: object,
              middlewares: Sequence[Middleware] = (), render_cache: float = 0.0,
              csp_report_uri: str = "") -> web.Application:
     """Build the aiohttp app; `extensions` add routes (the health API) without touching this module."""
-    app = web.Application(middlewares=[*middlewares, api_query_middleware], client_max_size=MAX_BODY_BYTES)
+    chain: list[Any] = [*middlewares, api_query_middleware]  # aiohttp's own Middleware type varies by version
+    app = web.Application(middlewares=chain, client_max_size=MAX_BODY_BYTES)
     app[STORE_KEY] = store
     app[STATE_KEY] = state
     app[REGISTRY_KEY] = registry

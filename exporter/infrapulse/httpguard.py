@@ -75,7 +75,7 @@ OPEN_CONNECTIONS = catalog.declare(
 @dataclass(frozen=True)
 class GuardLimits:
     max_connections: int = 256
-    max_per_client: int = 32
+    max_per_client: int = 64
     handshake_timeout: float = 5.0
     header_timeout: float = 5.0
 
@@ -208,10 +208,12 @@ class GuardedConnection(asyncio.Protocol):
             return
         loop = asyncio.get_running_loop()
         limits = self.guard.limits
+        ssl_context = self.guard.ssl_context
+        assert ssl_context is not None  # only TLS listeners hand connections here
         try:
             # start_tls' own timeout is a backstop: the deadline armed above closes it first.
             app_transport = await loop.start_tls(
-                raw, self, self.guard.ssl_context, server_side=True,
+                raw, self, ssl_context, server_side=True,
                 ssl_handshake_timeout=limits.handshake_timeout + 1.0,
                 ssl_shutdown_timeout=max(limits.header_timeout, 1.0))
         except Exception as exc:  # ssl.SSLError, ConnectionError, TimeoutError, ...
