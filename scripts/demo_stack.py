@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"infrapulse demo     {stack.exporter_url}/  (metrics: {stack.exporter_url}/metrics)")
     print(f"  scenarios:        curl -XPOST {stack.exporter_url}/api/v1/scenarios "
-          "-d '{\"name\": \"pfc-storm\", \"active\": true}'")
+          "-H 'Content-Type: application/json' -d '{\"name\": \"pfc-storm\", \"active\": true}'")
     if stack.prometheus_url:
         print(f"Prometheus          {stack.prometheus_url}/  (rules: {stack.prometheus_url}/rules, "
               f"alerts: {stack.prometheus_url}/alerts)")

@@ -254,3 +254,4 @@ def test_systemd_unit_is_hardened():
     assert settings["User"] == "infrapulse" and settings["ProtectSystem"] == "strict"
     assert settings["CapabilityBoundingSet"] == "" and settings["NoNewPrivileges"] == "yes"
     assert "/sys" in settings["ReadOnlyPaths"].split()
+    assert settings["AmbientCapabilities"] == "" and settings["PrivateMounts"] == "yes"

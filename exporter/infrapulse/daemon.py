@@ -22,6 +22,7 @@ from . import config as config_mod
 from . import memory
 from .health import service as health_service
 from .http import make_app
+from .httpguard import ClientErrorLog, ConnectionGuard, GuardLimits, HttpStats
 from .metrics import DaemonState, make_registry
 from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
@@ -30,6 +31,8 @@ from .store import Store
 log = logging.getLogger("infrapulse.daemon")
 
 STOP_GRACE_SECONDS = 1.5
+# Connections waiting for accept(): room for a burst of scrapers beside a flood being shed.
+LISTEN_BACKLOG = 1024
 
 
 class Daemon:
@@ -55,6 +58,10 @@ class Daemon:
         self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
+        self._guard: ConnectionGuard | None = None
+        # Refused connections and requests, counted across listener restarts and exported.
+        self.http_stats = HttpStats()
+        self.registry.register(self.http_stats)
         self._stop = asyncio.Event()
         self._reload_lock = asyncio.Lock()
         self.bound_port: int | None = None
@@ -78,32 +85,41 @@ class Daemon:
 
     async def _start_http(self) -> None:
         security = self.web_security
-        middlewares = [security.middleware] if security is not None else []
         http_cfg = self.config["http"]
+        # The guard admits connections (caps, deadlines, TLS) and, as the outermost middleware,
+        # learns when a request's headers are in; see httpguard.
+        guard = ConnectionGuard(GuardLimits.from_config(http_cfg), self.http_stats,
+                                security.ssl_context if security is not None else None)
+        middlewares = [guard.middleware] + ([security.middleware] if security is not None else [])
         app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares,
-                       render_cache=http_cfg["render_cache"])
-        # aiohttp closes a connection that sends no request within keepalive_timeout, so idle
-        # or trickling clients cannot hold sockets for long.
+                       render_cache=http_cfg["render_cache"], csp_report_uri=http_cfg["csp_report_uri"])
+        # keepalive_timeout closes idle keep-alive connections; lingering_time bounds reading
+        # the unread body of a request that was answered.
         runner = self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                              keepalive_timeout=http_cfg["idle_timeout"])
+                                              keepalive_timeout=http_cfg["idle_timeout"],
+                                              lingering_time=http_cfg["header_timeout"],
+                                              logger=ClientErrorLog(self.http_stats))
         await runner.setup()
-        assert runner.server is not None  # setup() builds it
+        assert runner.server is not None  # set by setup()
+        guard.bind(runner.server)
         host, _, port = self.listen.rpartition(":")
         bind_host = host.strip("[]") or None
-        ssl_context = security.ssl_context if security is not None else None
-        factory = ConnectionLimit(runner.server, http_cfg["max_connections"])
         try:
             self._server = await asyncio.get_running_loop().create_server(
-                factory, bind_host, int(port), ssl=ssl_context, reuse_address=True, backlog=128)
+                guard, bind_host, int(port), reuse_address=True, backlog=LISTEN_BACKLOG)
         except OSError as exc:
             await runner.cleanup()
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror or exc}") from None
+        self._guard = guard
         self.bound_port = self._server.sockets[0].getsockname()[1]
 
     async def _stop_http(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
+        if self._guard is not None:
+            self._guard.close_all()  # connections still in their handshake are not aiohttp's
+            self._guard = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -218,27 +234,6 @@ class Daemon:
         if self.listen != old_listen and self._runner is not None:
             await self._stop_http()
             await self._start_http()
-
-
-class ConnectionLimit:
-    """Protocol factory that refuses connections beyond `limit`, so a flood of clients cannot
-    exhaust file descriptors or memory; the excess connection is closed at once."""
-
-    def __init__(self, server: web.Server, limit: int) -> None:
-        self.server = server
-        self.limit = limit
-        self.refused = 0
-
-    def __call__(self) -> asyncio.BaseProtocol:
-        if len(self.server.connections) >= self.limit:
-            self.refused += 1
-            return _Refuse()
-        return self.server()
-
-
-class _Refuse(asyncio.Protocol):
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
 
 
 def run_async(main: Callable[[], Any]) -> int:

@@ -90,6 +90,7 @@ def load_everything() -> None:
 
     registry()
     importlib.import_module("infrapulse.metrics")
+    importlib.import_module("infrapulse.httpguard")
     importlib.import_module("infrapulse.health.families")
     importlib.import_module("infrapulse.health.service")
 

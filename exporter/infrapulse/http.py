@@ -11,8 +11,11 @@ from __future__ import annotations
 import gzip
 import html
 import json
+import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import exposition
@@ -24,6 +27,8 @@ from .store import SourceStatus, Store
 STORE_KEY = web.AppKey("store", Store)
 STATE_KEY = web.AppKey("state", DaemonState)
 REGISTRY_KEY = web.AppKey("registry", object)
+Middleware = Callable[[web.Request, Callable[[web.Request], Awaitable[web.StreamResponse]]],
+                      Awaitable[web.StreamResponse]]
 
 
 class RenderCache:
@@ -103,20 +108,25 @@ async def sources_handler(request: web.Request) -> web.Response:
                              dumps=lambda o: json.dumps(o, indent=2))
 
 
+LANDING_CSS = """body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;text-align:left}
+.up{color:#2e7d32}.down{color:#c62828}
+"""
+
+
 async def index_handler(request: web.Request) -> web.Response:
     store, state = request.app[STORE_KEY], request.app[STATE_KEY]
     rows = []
     for st in sources_status(store):
-        color = "#2e7d32" if st["up"] else "#c62828"
+        state_name = "up" if st["up"] else "down"
         age = f"{time.time() - st['last_success']:.0f}s ago" if st["last_success"] else "never"
         rows.append(
             f"<tr><td>{html.escape(st['source'])}</td><td>{html.escape(st['target'])}</td>"
-            f"<td style='color:{color}'>{'up' if st['up'] else 'down'}</td>"
+            f"<td class='{state_name}'>{state_name}</td>"
             f"<td>{html.escape(st['reason'])}</td><td>{html.escape(st['message'])}</td><td>{age}</td></tr>")
-    extra = "".join(f"<li><a href='{href}'>{html.escape(text)}</a></li>"
+    extra = "".join(f"<li><a href='{html.escape(href)}'>{html.escape(text)}</a></li>"
                     for href, text in request.app.get(LINKS_KEY, []))
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>infrapulse</title>
-<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:left}}</style></head>
+<link rel="stylesheet" href="/static/infrapulse.css"></head>
 <body><h1>infrapulse {html.escape(__version__)}</h1>
 <p>host <b>{html.escape(state.hostname)}</b>, role <b>{html.escape(state.role)}</b>,
 {store.series_count()} series held.</p>
@@ -126,22 +136,31 @@ async def index_handler(request: web.Request) -> web.Response:
     return web.Response(text=page, content_type="text/html")
 
 
+async def landing_css_handler(request: web.Request) -> web.Response:
+    return web.Response(text=LANDING_CSS, content_type="text/css")
+
+
 LINKS_KEY = web.AppKey("links", list)
 
 
-def make_app(store: Store, state: DaemonState, registry,
+def make_app(store: Store, state: DaemonState, registry: object,
              extensions: Sequence[Callable[[web.Application], None]] = (),
-             middlewares=(), render_cache: float = 0.0) -> web.Application:
+             middlewares: Sequence[Middleware] = (), render_cache: float = 0.0,
+             csp_report_uri: str = "") -> web.Application:
     """Build the aiohttp app; `extensions` add routes (the health API) without touching this module."""
-    app = web.Application(middlewares=list(middlewares), client_max_size=64 * 1024)
+    chain: list[Any] = [*middlewares, api_query_middleware]  # aiohttp's own Middleware type varies by version
+    app = web.Application(middlewares=chain, client_max_size=MAX_BODY_BYTES)
     app[STORE_KEY] = store
     app[STATE_KEY] = state
     app[REGISTRY_KEY] = registry
     app[RENDER_CACHE_KEY] = RenderCache(render_cache)
     app[LINKS_KEY] = []
+    app[API_QUERY_KEY] = {}
+    app.on_response_prepare.append(security_headers(csp_report_uri))
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz_handler)
     app.router.add_get("/api/v1/sources", sources_handler)
+    app.router.add_get("/static/infrapulse.css", landing_css_handler)
     for extend in extensions:
         extend(app)
     # The health service registers its status page at "/"; this landing page is the fallback.
@@ -149,3 +168,119 @@ def make_app(store: Store, state: DaemonState, registry,
                for r in app.router.routes()):
         app.router.add_get("/", index_handler)
     return app
+
+
+# -- response headers ---------------------------------------------------------------------------
+
+MAX_BODY_BYTES = 64 * 1024
+
+# Every response: no MIME sniffing, never framed, no Referer to other sites. The policy allows
+# what the pages use (same-origin stylesheets, inline SVG) and nothing else: no script at all.
+SECURITY_HEADERS = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+                    "Referrer-Policy": "no-referrer"}
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; "
+       "frame-ancestors 'none'")
+
+
+def content_security_policy(report_uri: str = "") -> str:
+    return f"{CSP}; report-uri {report_uri}" if report_uri else CSP
+
+
+def security_headers(report_uri: str = "") -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:
+    """An on_response_prepare hook that sets SECURITY_HEADERS and the CSP on every response the
+    app sends (handlers' own, 401s and 404s alike)."""
+    headers = {**SECURITY_HEADERS, "Content-Security-Policy": content_security_policy(report_uri)}
+
+    async def hook(request: web.Request, response: web.StreamResponse) -> None:
+        for name, value in headers.items():
+            response.headers.setdefault(name, value)
+
+    return hook
+
+
+# -- strict JSON input ---------------------------------------------------------------------------
+
+API_QUERY_KEY = web.AppKey("api_query", dict)  # path -> the query parameters that API accepts
+
+
+def json_error(status: int, message: str) -> web.HTTPException:
+    """An HTTP error whose body is {"error": message}, for the JSON APIs to raise."""
+    classes: dict[int, type[web.HTTPException]] = {
+        400: web.HTTPBadRequest, 415: web.HTTPUnsupportedMediaType, 404: web.HTTPNotFound}
+    return classes[status](text=json.dumps({"error": message}), content_type="application/json")
+
+
+@web.middleware
+async def api_query_middleware(request: web.Request,
+                               handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                               ) -> web.StreamResponse:
+    """/api/ endpoints take no query parameters unless they declare them in API_QUERY_KEY: an
+    unknown one is a 400, not silently ignored."""
+    if request.path.startswith("/api/") and request.query:
+        allowed = request.app[API_QUERY_KEY].get(request.path, frozenset())
+        unknown = sorted(set(request.query) - set(allowed))
+        if unknown:
+            raise json_error(400, f"unknown query parameter {unknown[0]!r}; this endpoint takes "
+                                  + (", ".join(sorted(allowed)) or "none"))
+    return await handler(request)
+
+
+@dataclass(frozen=True)
+class JsonField:
+    """One member of a JSON object body: its accepted types and whether it must be present."""
+
+    types: tuple[type, ...]
+    required: bool = False
+
+    def type_name(self) -> str:
+        names = {bool: "a boolean", str: "a string", int: "a number", float: "a number", type(None): "null",
+                 dict: "an object", list: "an array"}
+        return " or ".join(dict.fromkeys(names.get(t, t.__name__) for t in self.types))
+
+    def accepts(self, value: object) -> bool:
+        if isinstance(value, bool) and bool not in self.types:  # JSON true is not the number 1
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return isinstance(value, self.types)
+
+
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+class JsonInputError(ValueError):
+    """A JSON body that is not what the endpoint takes; the message says why."""
+
+
+def parse_json_object(raw: bytes, fields: dict[str, JsonField]) -> dict[str, object]:
+    """`raw` as a JSON object with only `fields`, each of its type, or JsonInputError."""
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_no_constants)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise JsonInputError(f"invalid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise JsonInputError(f"expected a JSON object, got {type(body).__name__}")
+    for key in body:
+        if key not in fields:
+            raise JsonInputError(f"unknown field {key!r}; expected {', '.join(sorted(fields))}")
+    for key, field in fields.items():
+        if key not in body:
+            if field.required:
+                raise JsonInputError(f"missing field {key!r}")
+            continue
+        if not field.accepts(body[key]):
+            raise JsonInputError(f"field {key!r} must be {field.type_name()}, got {json.dumps(body[key])[:80]}")
+    return body
+
+
+async def read_json_object(request: web.Request, fields: dict[str, JsonField]) -> dict[str, object]:
+    """The request body through parse_json_object. Anything else is an HTTP error with a
+    message: 415 unless Content-Type is application/json (so a cross-site HTML form cannot post
+    it), 400 for what parse_json_object refuses, 413 over MAX_BODY_BYTES."""
+    if request.content_type != "application/json":
+        raise json_error(415, f"Content-Type must be application/json, got {request.content_type!r}")
+    try:
+        return parse_json_object(await request.read(), fields)
+    except JsonInputError as exc:
+        raise json_error(400, str(exc)) from None

@@ -23,6 +23,7 @@ import base64
 import hashlib
 import logging
 import os
+import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from pathlib import Path
 import bcrypt
 import yaml
 from aiohttp import web
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
 from .schema import MapOf, SchemaError, Section, Str
 
@@ -59,6 +62,36 @@ class WebConfigError(Exception):
     pass
 
 
+# bcrypt reads only the first 72 bytes of a password: bcrypt 4 ignores the rest (so a longer
+# guess that shares them would pass) and bcrypt 5 raises ValueError. Longer ones never match.
+BCRYPT_MAX_PASSWORD_BYTES = 72
+BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+# A valid hash of no password anyone knows (cost 10), checked for unknown user names.
+UNKNOWN_USER_HASH = b"$2b$10$LjWVw07ucrHX.X84XD53ROwahikOETZ.5amnFNb8GFgzWlY9h/GC."
+
+
+def parse_basic_auth(header: str | None) -> tuple[str, bytes] | None:
+    """(user, password) from an `Authorization: Basic ...` header, or None for anything else."""
+    if not header or not header.startswith("Basic "):
+        return None
+    try:
+        user, colon, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+    except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+        return None
+    return (user, password.encode()) if colon else None
+
+
+def check_password(password: bytes, hashed: bytes) -> bool:
+    """bcrypt's verdict, False for any password bcrypt cannot judge (too long, or refused by
+    this bcrypt version), whatever the installed bcrypt does with it."""
+    if len(password) > BCRYPT_MAX_PASSWORD_BYTES:
+        return False
+    try:
+        return bcrypt.checkpw(password, hashed)
+    except ValueError:  # bcrypt 5: NUL bytes or a malformed hash; never a 500
+        return False
+
+
 @dataclass
 class WebConfig:
     path: Path
@@ -72,8 +105,12 @@ def load(path: str | Path) -> WebConfig:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise WebConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WebConfigError(f"{path}: not UTF-8 text: {exc.reason}") from None
     except yaml.YAMLError as exc:
         raise WebConfigError(f"{path}: invalid YAML: {exc}") from None
+    except RecursionError:  # PyYAML composes recursively: "[[[[..." deeper than the stack
+        raise WebConfigError(f"{path}: invalid YAML: nested too deeply") from None
     try:
         doc = SCHEMA.validate(data, "")
     except SchemaError as exc:
@@ -91,19 +128,54 @@ def load(path: str | Path) -> WebConfig:
                                  f"required for {tls['client_auth_type']}")
     users = {}
     for user, hashed in doc["basic_auth_users"].items():
-        if not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash ($2b$...)")
+        if not BCRYPT_HASH.fullmatch(hashed):
+            raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash "
+                                 "($2b$<cost 04-31>$<53 characters>, e.g. from htpasswd -nBC 12)")
         users[user] = hashed.encode()
     return WebConfig(path=path, tls=tls, users=users)
 
 
-def _configure_context(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+def _tls_file(path: Path, tls: dict, key: str) -> bytes:
+    try:
+        return Path(tls[key]).read_bytes()
+    except OSError as exc:
+        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: {exc.strerror or exc}") from None
+
+
+def _check_certificates(path: Path, tls: dict, key: str) -> None:
+    """Fail naming `key` and its file unless the file holds at least one PEM certificate."""
+    text = _tls_file(path, tls, key).decode("ascii", "replace")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=text)
+    except (ssl.SSLError, ValueError):
+        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: no PEM certificate in it") from None
+
+
+def _load_certificates(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+    """Load the server's certificate and key (and the client CA) into `ctx`; an error names the
+    key and the file it is about, not just OpenSSL's reason."""
+    _check_certificates(path, tls, "cert_file")
+    try:
+        serialization.load_pem_private_key(_tls_file(path, tls, "key_file"), password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise WebConfigError(f"{path}: tls_server_config.key_file: {tls['key_file']}: "
+                             "not an unencrypted PEM private key") from None
     try:
         ctx.load_cert_chain(tls["cert_file"], tls["key_file"])
-        if tls["client_ca_file"]:
-            ctx.load_verify_locations(tls["client_ca_file"])
-    except (OSError, ssl.SSLError) as exc:
-        raise WebConfigError(f"{path}: tls_server_config: cannot load certificates: {exc}") from None
+    except ssl.SSLError as exc:
+        why = "the key does not match the certificate" if exc.reason == "KEY_VALUES_MISMATCH" else str(exc)
+        raise WebConfigError(f"{path}: tls_server_config: key_file {tls['key_file']} with cert_file "
+                             f"{tls['cert_file']}: {why}") from None
+    except OSError as exc:  # the file vanished since it was read above
+        raise WebConfigError(f"{path}: tls_server_config.cert_file: {tls['cert_file']}: "
+                             f"{exc.strerror or exc}") from None
+    if tls["client_ca_file"]:
+        _check_certificates(path, tls, "client_ca_file")
+        ctx.load_verify_locations(tls["client_ca_file"])
+
+
+def _configure_context(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+    _load_certificates(ctx, tls, path)
     ctx.minimum_version = TLS_VERSIONS[tls["min_version"]]
     ctx.maximum_version = TLS_VERSIONS[tls["max_version"]]
     # Python cannot request a client certificate without verifying it, so "Request" and
@@ -175,20 +247,20 @@ class WebSecurity:
         users = self.config.users
         if not users:
             return True
-        if not header or not header.startswith("Basic "):
+        credential = parse_basic_auth(header)
+        if credential is None:
             return False
-        try:
-            user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
-        except (ValueError, UnicodeDecodeError):
-            return False
+        user, secret = credential
         hashed = users.get(user)
         if hashed is None:
+            # Spend the same bcrypt time as for a known user, so timing does not tell which exist.
+            await asyncio.to_thread(check_password, secret, UNKNOWN_USER_HASH)
             return False
-        digest = hashlib.sha256(b"\0".join((user.encode(), password.encode(), hashed))).digest()
+        digest = hashlib.sha256(b"\0".join((user.encode(), secret, hashed))).digest()
         if digest in self._verified:
             return True
         # bcrypt is deliberately slow (~0.1-0.3 s): check once per credential, off the loop.
-        ok = await asyncio.to_thread(bcrypt.checkpw, password.encode(), hashed)
+        ok = await asyncio.to_thread(check_password, secret, hashed)
         if ok:
             self._verified.add(digest)
         return ok
@@ -196,8 +268,11 @@ class WebSecurity:
     @web.middleware
     async def middleware(self, request: web.Request, handler):
         if not await self._authorized(request.headers.get("Authorization")):
-            return web.Response(status=401, text="Unauthorized\n",
-                                headers={"WWW-Authenticate": 'Basic realm="infrapulse"'})
+            response = web.Response(status=401, text="Unauthorized\n",
+                                    headers={"WWW-Authenticate": 'Basic realm="infrapulse"'})
+            # Clients send credentials on a new request anyway; a refused connection is not kept.
+            response.force_close()
+            return response
         return await handler(request)
 
 

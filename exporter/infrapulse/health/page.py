@@ -123,6 +123,8 @@ def source_table(sources: list[dict[str, Any]], now: float) -> str:
             f'<th>last error / detail</th><th>last success</th></tr>{body}</table>')
 
 
+# Served at STYLESHEET, not inlined: the Content-Security-Policy allows same-origin styles only.
+STYLESHEET = "/static/health.css"
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em 2em;color:#212121}
 h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.4em 0 .5em}
@@ -161,7 +163,8 @@ def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[
                    f'{rows}</table>')
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
-<title>infrapulse {_fmt(score)} {_esc(status)} – {_esc(hostname)}</title><style>{STYLE}</style></head>
+<title>infrapulse {_fmt(score)} {_esc(status)} – {_esc(hostname)}</title>
+<link rel="stylesheet" href="{STYLESHEET}"></head>
 <body>
 <h1>infrapulse health – {_esc(hostname)}</h1>
 <p class="meta">role {_esc(role)} · version {_esc(__version__)} · coverage <span id="coverage">{report["coverage"] * 100:.0f}%</span>

@@ -169,8 +169,12 @@ class HealthService:
                                self.hostname, role_name, links)
             return web.Response(text=text, content_type="text/html")
 
+        async def stylesheet(request: web.Request) -> web.Response:
+            return web.Response(text=page.STYLE, content_type="text/css")
+
         app.router.add_get("/api/v1/health", health)
         app.router.add_get("/", status_page)
+        app.router.add_get(page.STYLESHEET, stylesheet)
 
 
 def attach(daemon: Daemon) -> HealthService | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from aiohttp import web
 
 from .. import config as config_mod
+from ..http import JsonField, json_error, read_json_object
 from ..schema import parse_duration
 from .scenarios import ScenarioBoard
 
@@ -146,25 +147,36 @@ def run_demo(args) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def scenario_routes(board: ScenarioBoard):
-    """HTTP control of the demo's anomalies (only the demo daemon has these routes)."""
+SCENARIO_FIELDS = {"name": JsonField((str,), required=True), "active": JsonField((bool,)),
+                   "duration": JsonField((int, float, type(None)))}
+MAX_SCENARIO_SECONDS = 7 * 86400
+
+
+def scenario_routes(board: ScenarioBoard) -> Callable[[web.Application], None]:
+    """HTTP control of the demo's anomalies (only the demo daemon has these routes).
+
+    POST /api/v1/scenarios takes `Content-Type: application/json` and exactly
+    {"name": str, "active": bool (default true), "duration": seconds > 0 or null}: anything else
+    is a 400 (415 for another content type), so "false" as a string cannot switch a scenario on
+    and a cross-site form post cannot reach a demo on localhost."""
 
     async def list_scenarios(request: web.Request) -> web.Response:
         return web.json_response({"active": board.names(), "known": known_scenarios()})
 
     async def set_scenario(request: web.Request) -> web.Response:
-        try:
-            body = await request.json()
-            name = body["name"]
-        except (ValueError, KeyError, TypeError):
-            return web.json_response({"error": 'expected JSON {"name": ..., "active": true}'}, status=400)
+        body = await read_json_object(request, SCENARIO_FIELDS)
+        name = body["name"]
+        duration = body.get("duration")
         if name not in known_scenarios():
-            return web.json_response({"error": f"unknown scenario {name!r}"}, status=404)
+            raise json_error(404, f"unknown scenario {name!r}; known: {', '.join(sorted(known_scenarios()))}")
+        if duration is not None and not 0 < float(duration) <= MAX_SCENARIO_SECONDS:  # type: ignore[arg-type]
+            raise json_error(400, f"field 'duration' must be between 0 and {MAX_SCENARIO_SECONDS} seconds "
+                                  "(or null for no end)")
         if body.get("active", True):
-            board.activate(name, body.get("duration"))
+            board.activate(str(name), float(duration) if duration is not None else None)  # type: ignore[arg-type]
         else:
-            board.deactivate(name)
-        log.info("scenario changed", extra={"scenario": name, "active": board.active(name)})
+            board.deactivate(str(name))
+        log.info("scenario changed", extra={"scenario": name, "active": board.active(str(name))})
         return web.json_response({"active": board.names()})
 
     def extend(app: web.Application) -> None:

@@ -133,7 +133,7 @@ class XidWatcher:
         critical = known is not None and known.xid_class == xid_table.CRITICAL
         log = self.log.error if critical else self.log.warning
         log("XID error", extra={"gpu": uuid, "xid": event.xid, "meaning": known.meaning if known else "",
-                                "gpu_instance": event.gpu_instance_id})
+                                "gpu_instance": gpu_instance_text(event.gpu_instance_id)})
 
 
 def handle_key(handle: Any) -> int:
@@ -142,3 +142,11 @@ def handle_key(handle: Any) -> int:
         return ctypes.cast(handle, ctypes.c_void_p).value or 0
     except (TypeError, ctypes.ArgumentError):
         return id(handle)
+
+
+NVML_NO_INSTANCE = 0xFFFFFFFF  # what NVML reports as the GPU instance of an event outside MIG
+
+
+def gpu_instance_text(instance_id: int) -> str:
+    """The GPU instance for the XID log line: its number under MIG, else "none"."""
+    return "none" if instance_id == NVML_NO_INSTANCE else str(instance_id)
