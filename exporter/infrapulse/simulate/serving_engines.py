@@ -27,8 +27,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
+    from .demo import DemoContext, DemoPart
 
 SCENARIOS = {
     "ttft-surge": "serving engines prefill 8x slower: TTFT p95 rises well past its SLO",
@@ -600,7 +604,7 @@ class EngineServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - learn the free port
+        self.port = self._runner.addresses[0][1]  # the port actually bound (port 0 = any free one)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -608,23 +612,24 @@ class EngineServer:
             self._runner = None
 
 
-DEMO_ENGINES = (
-    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", {"dp_ranks": 2, "arrival_rate": 4.0}),
-    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", {"arrival_rate": 3.0}),
-    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", {"arrival_rate": 2.0}),
-    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", {"arrival_rate": 1.0}),
+# (endpoint name, engine variant, model, requests/s, data-parallel ranks)
+DEMO_ENGINES: tuple[tuple[str, str, str, float, int], ...] = (
+    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", 4.0, 2),
+    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", 3.0, 1),
+    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", 2.0, 1),
+    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", 1.0, 1),
 )
 
 
-async def demo_part(ctx):
+async def demo_part(ctx: DemoContext) -> DemoPart:
     from .demo import DemoPart
 
     servers: list[EngineServer] = []
-    endpoints = []
+    endpoints: list[dict[str, str]] = []
     try:
-        for i, (name, variant, model, opts) in enumerate(DEMO_ENGINES):
+        for i, (name, variant, model, arrival_rate, dp_ranks) in enumerate(DEMO_ENGINES):
             server = EngineServer(variant, model=model, seed=ctx.rng.randrange(1 << 30) + i,
-                                  scenarios=ctx.scenarios, **opts)
+                                  scenarios=ctx.scenarios, arrival_rate=arrival_rate, dp_ranks=dp_ranks)
             await server.start()
             servers.append(server)
             ep = {"name": name, "url": server.url}
@@ -641,4 +646,5 @@ async def demo_part(ctx):
             await server.stop()
 
     return DemoPart(name="serving", sources={"serving": {"endpoints": endpoints}}, close=close,
-                    description=", ".join(f"{n} ({v}) :{s.port}" for (n, v, _, _), s in zip(DEMO_ENGINES, servers)))
+                    description=", ".join(f"{engine[0]} ({engine[1]}) :{server.port}"
+                                          for engine, server in zip(DEMO_ENGINES, servers)))

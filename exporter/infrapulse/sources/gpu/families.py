@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import weakref
+from collections.abc import Callable
 
 from ... import catalog
 from ...store import Snapshot, Store
@@ -196,7 +197,7 @@ class Ownership:
     def dcgm_exports(self, family: str) -> bool:
         return not self.nvml_running or self.dcgm_owns(family)
 
-    def filter(self, snap: Snapshot, keep) -> Snapshot:
+    def filter(self, snap: Snapshot, keep: Callable[[str], bool]) -> Snapshot:
         for name in [n for n in snap.series if not keep(n)]:
             del snap.series[name]
         return snap

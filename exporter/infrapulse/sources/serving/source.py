@@ -28,7 +28,7 @@ from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
-from ..base import Source, stale_after
+from ..base import Source, SourceContext, stale_after
 from . import normalize as norm
 from .coverage import mapping_coverage
 
@@ -207,7 +207,7 @@ class ServingSource(Source):
     def wanted(cls, config: dict[str, Any]) -> bool:
         return bool(config.get("enabled", True)) and bool(config.get("endpoints"))
 
-    def __init__(self, config: dict, ctx) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.get("endpoints") or []]
         self.scraper = Scraper()
