@@ -21,6 +21,13 @@ def _signal_names() -> tuple[str, ...]:
     return tuple(SIGNALS)
 
 
+def _signal_good(name: str) -> float:
+    """An SLO's default is its signal's good threshold (bad is twice the SLO)."""
+    from .signals import SIGNALS
+
+    return SIGNALS[name].good
+
+
 def _default_critical() -> list[str]:
     from .signals import SIGNALS
 
@@ -98,8 +105,10 @@ CONFIG = Section(
                                 "default (0 disables the signal).", value=Float(min=0), default={}),
         "slo": Section(doc="Serving latency objectives: the good threshold of ttft_p95 / itl_p95 "
                            "(bad defaults to twice the SLO).", fields={
-            "ttft_p95_seconds": Float("Time-to-first-token p95 objective.", default=1.5, min=0.001),
-            "itl_p95_seconds": Float("Inter-token-latency p95 objective.", default=0.05, min=0.0001),
+            "ttft_p95_seconds": Float("Time-to-first-token p95 objective.",
+                                      default=_signal_good("ttft_p95"), min=0.001),
+            "itl_p95_seconds": Float("Inter-token-latency p95 objective.",
+                                     default=_signal_good("itl_p95"), min=0.0001),
         }),
         "thresholds": MapOf("Per-signal good/bad thresholds, e.g. "
                                   "{ecn_marked_ratio: {good: 0.001, bad: 0.05}}.",
