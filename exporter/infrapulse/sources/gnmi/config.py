@@ -49,7 +49,8 @@ def _connection_fields(inherit: bool) -> dict[str, Any]:
         "keepalive": Duration("HTTP/2 keepalive ping interval: detects a dead connection.",
                               default=d("30s"), min=1.0),
         "stall_timeout": Duration("Reconnect when a stream with SAMPLE subscriptions sends nothing for this "
-                                  "long (default: 3 sample intervals, at least 10s)."),
+                                  "long. Default (unset): 3 times the longest sample or heartbeat "
+                                  "interval of the profile's subscriptions, at least 10s."),
     }
 
 
@@ -172,7 +173,7 @@ def merge_target(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, 
         elif value is not None:
             merged[key] = value
     merged["name"] = target["name"]
-    address = target.get("address") or target["name"]
+    address = target["address"] or target["name"]  # the schema's documented default: the name
     if not _has_port(address):
         address = f"{address}:{merged['port']}"
     merged["address"] = address

@@ -40,9 +40,9 @@ class GnmiSource(Source):
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config.get("enabled", "auto")
+        enabled = config["enabled"]
         if enabled == "auto":
-            return bool(config.get("targets") or config.get("targets_file"))
+            return bool(config["targets"] or config["targets_file"])
         return enabled is True
 
     async def run(self) -> None:

@@ -205,11 +205,11 @@ class ServingSource(Source):
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        return bool(config.get("enabled", True)) and bool(config.get("endpoints"))
+        return bool(config["enabled"]) and bool(config["endpoints"])
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.get("endpoints") or []]
+        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config["endpoints"]]
         self.scraper = Scraper()
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
