@@ -141,11 +141,13 @@ async def test_real_format_exposition_maps_into_gpu_families(host_label, caplog)
     pod = {"gpu": "0", "uuid": U0, "pod": "vllm-0", "namespace": "llm", "container": "vllm"}
     assert value(values, "infrapulse_source_up", source="dcgm", target="dcgm") == 1
     assert value(values, "infrapulse_gpu_clock_hertz", **pod, clock="sm") == 1980e6  # MHz -> Hz
-    assert value(values, "infrapulse_gpu_clock_hertz", gpu="1", uuid=U1, clock="sm") == 1755e6  # empty pod labels dropped
+    assert value(values, "infrapulse_gpu_clock_hertz", gpu="1", uuid=U1,
+                 clock="sm") == 1755e6  # empty pod labels dropped
     assert value(values, "infrapulse_gpu_clock_hertz", **pod, clock="memory") == 2619e6
     assert value(values, "infrapulse_gpu_temperature_celsius", **pod, sensor="gpu") == 64
     # the NOT_SUPPORTED sentinel is absent, not 9.2e18
-    assert ("infrapulse_gpu_temperature_celsius", frozenset({**pod, "sensor": "memory"}.items())) not in values
+    assert ("infrapulse_gpu_temperature_celsius",
+            frozenset({**pod, "sensor": "memory"}.items())) not in values
     assert value(values, "infrapulse_gpu_power_watts", **pod) == pytest.approx(512.347)
     assert value(values, "infrapulse_gpu_energy_joules_total", **pod) == pytest.approx(912345.678)  # mJ -> J
     assert value(values, "infrapulse_gpu_pcie_replays_total", **pod) == 3
@@ -158,12 +160,16 @@ async def test_real_format_exposition_maps_into_gpu_families(host_label, caplog)
     assert value(values, "infrapulse_gpu_ecc_errors_total", **pod, type="uncorrected", scope="volatile") == 2
     assert value(values, "infrapulse_gpu_row_remap_failure", **pod) == 0
     assert value(values, "infrapulse_gpu_remapped_rows_total", **pod, type="correctable") == 4
-    assert value(values, "infrapulse_gpu_clock_violation_seconds_total", **pod, policy="thermal") == 2.5  # ns -> s
-    events = {dict(k)["reason"]: v for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()}
+    assert value(values, "infrapulse_gpu_clock_violation_seconds_total", **pod,
+                 policy="thermal") == 2.5  # ns -> s
+    events = {dict(k)["reason"]: v
+              for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()}
     assert {r for r, v in events.items() if v == 1} == {"hw_slowdown", "hw_thermal"}  # 72 = 0x8 | 0x40
-    assert value(values, "infrapulse_gpu_profiling_graphics_engine_active_ratio", **pod) == pytest.approx(0.843921)
+    assert value(values, "infrapulse_gpu_profiling_graphics_engine_active_ratio",
+                 **pod) == pytest.approx(0.843921)
     assert value(values, "infrapulse_gpu_profiling_tensor_pipe_active_ratio", **pod) == pytest.approx(0.412)
-    assert value(values, "infrapulse_gpu_profiling_pcie_bytes_per_second", **pod, direction="tx") == 1945600000
+    assert value(values, "infrapulse_gpu_profiling_pcie_bytes_per_second", **pod,
+                 direction="tx") == 1945600000
     # MIG instances keep the physical gpu/uuid and gain gpu_instance/mig_profile
     mig1 = {"gpu": "1", "uuid": U1, "gpu_instance": "1", "mig_profile": "3g.40gb"}
     assert value(values, "infrapulse_gpu_memory_used_bytes", **mig1) == 20480 * 2**20
@@ -176,8 +182,10 @@ async def test_real_format_exposition_maps_into_gpu_families(host_label, caplog)
     assert value(values, "infrapulse_gpu_info", gpu="0", uuid=U0, name="NVIDIA H100 80GB HBM3",
                  pci_bus_id="00000000:18:00.0", driver_version="570.133.20") == 1
     # neither host label spelling is exported; NVSwitch entities have no gpu and are skipped
-    assert not any(dict(labels).keys() & {"Hostname", "hostname"} for name, labels in values if "_gpu_" in name)
-    assert not any(name.startswith("infrapulse_gpu") and dict(labels).get("nvswitch") for name, labels in values)
+    assert not any(dict(labels).keys() & {"Hostname", "hostname"} for name, labels in values
+                   if "_gpu_" in name)
+    assert not any(name.startswith("infrapulse_gpu") and dict(labels).get("nvswitch")
+                   for name, labels in values)
     # a field without a family, and the NVSwitch one, are counted as unmapped, not dropped quietly
     cov = {"source": "dcgm", "target": "dcgm"}
     assert value(values, "infrapulse_source_unmapped_total", **cov, mapping="DCGM_FI_DEV_ENC_UTIL") >= 1
@@ -247,8 +255,8 @@ async def test_nvml_and_dcgm_together_never_duplicate_a_series(tmp_path):
     try:
         nvml = {"enabled": True, "interval": "100ms", "fake": str(path)}
         async with running_daemon(dcgm_config(url, nvml)) as daemon:
-            await until(lambda: daemon.store.snapshot("dcgm", "dcgm") and daemon.store.snapshot("nvml", "nvml"),
-                        what="both sources")
+            await until(lambda: daemon.store.snapshot("dcgm", "dcgm")
+                        and daemon.store.snapshot("nvml", "nvml"), what="both sources")
             text = await scrape_text(daemon)
     finally:
         nvml_fake.unregister_live(path)
@@ -258,11 +266,13 @@ async def test_nvml_and_dcgm_together_never_duplicate_a_series(tmp_path):
     assert duplicates == []
     gpu_keys = [(n, dict(labels)) for n, labels in keys if n.startswith("infrapulse_gpu_")]
     # each GPU's utilization exactly once, from nvml (dcgm would have added the pod labels on GPU 3)
-    util = [labels for n, labels in gpu_keys if n == "infrapulse_gpu_utilization_ratio" and labels["gpu"] == "3"]
+    util = [labels for n, labels in gpu_keys
+            if n == "infrapulse_gpu_utilization_ratio" and labels["gpu"] == "3"]
     assert len(util) == 1 and "pod" not in util[0]
     assert len([1 for n, labels in gpu_keys if n == "infrapulse_gpu_info" and labels["gpu"] == "0"]) == 1
     # profiling comes from dcgm (with its pod labels), and nothing else does
-    prof = [labels for n, labels in gpu_keys if n.startswith("infrapulse_gpu_profiling_") and labels["gpu"] == "3"]
+    prof = [labels for n, labels in gpu_keys
+            if n.startswith("infrapulse_gpu_profiling_") and labels["gpu"] == "3"]
     assert prof and all(labels.get("pod") == "vllm-0" for labels in prof)
     dcgm_only = {n for n, labels in gpu_keys if labels.get("pod")}
     assert dcgm_only and all(n.startswith("infrapulse_gpu_profiling_") for n in dcgm_only)
@@ -278,7 +288,8 @@ async def test_dcgm_alone_provides_every_family_it_maps(tmp_path):
             values = parse_exposition(await scrape_text(daemon))
     finally:
         await exporter.close()
-    assert value(values, "infrapulse_gpu_utilization_ratio", gpu="0", uuid=fake.gpus[0].uuid) == pytest.approx(0.92)
+    assert value(values, "infrapulse_gpu_utilization_ratio", gpu="0",
+                 uuid=fake.gpus[0].uuid) == pytest.approx(0.92)
     assert value(values, "infrapulse_gpu_memory_used_bytes", gpu="0", uuid=fake.gpus[0].uuid) == \
         (73014444032 // 2**20) * 2**20
     assert samples_of(values, "infrapulse_gpu_profiling_graphics_engine_active_ratio")
@@ -289,14 +300,15 @@ async def test_owns_moves_a_family_from_nvml_to_dcgm(tmp_path):
     path.write_text(DEFAULT_DATA.read_text())
     fake = FakeNvml.from_file(path)
     nvml_fake.register_live(path, fake)
-    exporter = FakeDcgmExporter(GpuExposition(fake, hostname="testhost", pods={0: ("train", "ml", "trainer-0")}))
+    exporter = FakeDcgmExporter(GpuExposition(fake, hostname="testhost",
+                                              pods={0: ("train", "ml", "trainer-0")}))
     url = await exporter.start()
     try:
         nvml = {"enabled": True, "interval": "100ms", "fake": str(path)}
         owns = ["infrapulse_gpu_profiling_*", "infrapulse_gpu_temperature_celsius"]
         async with running_daemon(dcgm_config(url, nvml, owns=owns)) as daemon:
-            await until(lambda: daemon.store.snapshot("dcgm", "dcgm") and daemon.store.snapshot("nvml", "nvml"),
-                        what="both sources")
+            await until(lambda: daemon.store.snapshot("dcgm", "dcgm")
+                        and daemon.store.snapshot("nvml", "nvml"), what="both sources")
             nvml_snap = daemon.store.snapshot("nvml", "nvml")
             dcgm_snap = daemon.store.snapshot("dcgm", "dcgm")
     finally:

@@ -175,8 +175,8 @@ def test_rdma_retrans(tmp_path):
     run(sim, clock, 10)
     after = read_rdma(sim)[VICTIM_DEVICE].snapshot
     fam = "infrapulse_rdma_retransmission_events_total"
-    for reason, at_least in (("packet_seq_err", 1000), ("local_ack_timeout_err", 100), ("out_of_sequence", 2000),
-                             ("roce_adp_retrans", 1000)):
+    for reason, at_least in (("packet_seq_err", 1000), ("local_ack_timeout_err", 100),
+                             ("out_of_sequence", 2000), ("roce_adp_retrans", 1000)):
         labels = (VICTIM_DEVICE, "1", reason)
         assert after.get(fam, labels) - before.get(fam, labels) >= at_least, reason
     # Only the victim: another port's sequence errors never moved from their initial value.
@@ -237,7 +237,8 @@ async def test_demo_part_feeds_the_daemon(tmp_path):
         ups = samples_of(values, "infrapulse_source_up")
         assert len(ups) == 10 + 8 and all(v == 1 for v in ups.values())
         # eno1 (i40e) maps to no family: up, but partial and empty in the coverage, not a quiet ok.
-        assert value(values, "infrapulse_source_status_info", source="ethtool", target="eno1", reason="partial") == 1
+        assert value(values, "infrapulse_source_status_info", source="ethtool", target="eno1",
+                     reason="partial") == 1
         assert value(values, "infrapulse_source_mapping_series", source="ethtool", target="eno1",
                      mapping="driver_stats") == 0
         assert value(values, "infrapulse_source_status_info", source="ethtool", target="ens10f0np0",

@@ -101,7 +101,8 @@ sources:
             for _ in range(150):
                 await asyncio.sleep(0.2)
                 try:
-                    sources = {(s["source"], s["target"]): s for s in json.loads(await get("/api/v1/sources"))["sources"]}
+                    sources = {(s["source"], s["target"]): s
+                               for s in json.loads(await get("/api/v1/sources"))["sources"]}
                 except (aiohttp.ClientError, ValueError):
                     continue
                 wanted = [sources.get(("gnmi", "good-switch"), {}).get("up"),

@@ -191,7 +191,8 @@ async def test_headers_and_token_from_env(server, scraper, monkeypatch):
     server.mode = "auth"
     monkeypatch.setenv("IP_TEST_TOKEN", "s3cret-token")
     monkeypatch.setenv("IP_TEST_HEADERS", '{"X-Api-Key": "k1", "X-Tenant": "ml"}')
-    await scraper.scrape(ScrapeTarget(server.url, bearer_token_env="IP_TEST_TOKEN", headers_env="IP_TEST_HEADERS"))
+    await scraper.scrape(ScrapeTarget(server.url, bearer_token_env="IP_TEST_TOKEN",
+                                      headers_env="IP_TEST_HEADERS"))
     sent = server.seen_headers[-1]
     assert sent["X-Api-Key"] == "k1" and sent["X-Tenant"] == "ml"
     monkeypatch.setenv("IP_TEST_HEADERS", "not a header line")
@@ -217,7 +218,8 @@ def _make_cert(tmp_path):
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
             .sign(key, hashes.SHA256()))
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"

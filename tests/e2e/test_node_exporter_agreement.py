@@ -87,4 +87,5 @@ async def test_counters_agree_with_node_exporter(tmp_path):
         compared += len(expected)
     # 4 devices with counters x ports; the N/A device only has state, phys_state, rate.
     assert compared == 3 * 5 + 21 * 4
-    assert value(theirs, "node_infiniband_port_data_transmitted_bytes_total", device="mlx5_0", port="1") == 4000
+    assert value(theirs, "node_infiniband_port_data_transmitted_bytes_total", device="mlx5_0",
+                 port="1") == 4000

@@ -91,8 +91,8 @@ CONFIG = Section(
     fields={
         "enabled": Bool("Compute and export the health score.", default=True),
         "interval": Duration("How often the score is computed (default: the daemon's interval). A fabric "
-                             "instance with 100k+ series may want 15s-30s: a pass costs about 10 us of CPU per "
-                             "counter series."),
+                             "instance with 100k+ series may want 15s-30s: a pass costs about 10 us of CPU "
+                             "per counter series."),
         "window": Duration("Window of rate and ratio signals (ECN ratio, PFC pause ratio, CNP rate, "
                            "TTFT p95 ...).", default="1m", min=1),
         "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "
@@ -119,8 +119,8 @@ CONFIG = Section(
                                    item=Str()),
         "critical_cap": Float("Highest overall score while any critical signal fires.",
                               default=40, min=0, max=100),
-        "status_thresholds": Section(doc="Score bands for the status word and `infrapulse score`'s exit code.",
-                                     fields={
+        "status_thresholds": Section(doc="Score bands for the status word and `infrapulse score`'s "
+                                         "exit code.", fields={
             "degraded": Float("Below this the status is degraded (exit 1).", default=80, min=0, max=100),
             "critical": Float("Below this the status is critical (exit 2).", default=50, min=0, max=100),
         }),

@@ -104,8 +104,10 @@ or
 def recording_rules(window: str = "1m") -> list[dict[str, str]]:
     """The rules as Prometheus rule-file entries (record name -> expression), in dependency order."""
     return [
-        {"record": "instance:infrapulse_health_uplink_ecn_marked_ratio:max", "expr": uplink_ecn_marked_ratio(window)},
-        {"record": "instance:infrapulse_health_uplink_pfc_pause_ratio:max", "expr": uplink_pfc_pause_ratio(window)},
+        {"record": "instance:infrapulse_health_uplink_ecn_marked_ratio:max",
+         "expr": uplink_ecn_marked_ratio(window)},
+        {"record": "instance:infrapulse_health_uplink_pfc_pause_ratio:max",
+         "expr": uplink_pfc_pause_ratio(window)},
         {"record": "instance:infrapulse_health_topology_score:mean", "expr": topology_score(window)},
         {"record": "role:infrapulse_health_score:weighted_mean", "expr": CLUSTER_WEIGHTED_MEAN},
         {"record": "role:infrapulse_health_score:min", "expr": CLUSTER_MIN},

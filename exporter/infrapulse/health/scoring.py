@@ -209,7 +209,8 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
                 comp.score = worst_score
                 comp.capped_by = worst.signal.name
 
-    scored_components = [(c.weight, c.score) for c in components.values() if c.score is not None and c.weight > 0]
+    scored_components = [(c.weight, c.score) for c in components.values()
+                         if c.score is not None and c.weight > 0]
     raw = _weighted(scored_components)
     applicable_components = [c for c in components.values() if c.applicable and c.weight > 0]
     total_weight = sum(c.weight for c in applicable_components)
@@ -259,7 +260,8 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
     best = heapq.nsmallest(count, candidates(), key=lambda c: c[0])
     out = []
     for rank, (_, comp, result, target, impact) in enumerate(best, start=1):
-        text = sentence(result.signal, target.measurement, result.settings.bad, result.settings.window_seconds)
+        text = sentence(result.signal, target.measurement, result.settings.bad,
+                        result.settings.window_seconds)
         out.append(Detractor(rank, comp.name, result, target, impact, text))
     return out
 
@@ -291,7 +293,8 @@ def signal_json(result: SignalResult, worst: int = 3) -> dict[str, Any]:
         "value_text": format_value(s.unit, worst_target.measurement.value) if worst_target else None,
         "target": worst_target.measurement.target if worst_target else None,
         "targets": len(result.targets) if result.known else 0,
-        "worst": [_target_json(result, t) for t in result.targets[:worst] if t.score < 100] if result.known else [],
+        "worst": ([_target_json(result, t) for t in result.targets[:worst] if t.score < 100]
+                  if result.known else []),
     }
 
 

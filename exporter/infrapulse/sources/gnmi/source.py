@@ -75,7 +75,8 @@ class GnmiSource(Source):
             except TargetsFileError as exc:
                 # keep the switches we have rather than dropping the whole fabric on a typo
                 self.store.record_failure(self.name, "targets_file", "config", str(exc))
-                self.log.error("targets_file unreadable; keeping the current switches", extra={"error": str(exc)})
+                self.log.error("targets_file unreadable; keeping the current switches",
+                               extra={"error": str(exc)})
                 return [s.conn for s in self.sessions.values()]
         merged = {}
         for target in targets:

@@ -282,7 +282,8 @@ class EthtoolSource(PollingSource):
         enabled = config["enabled"]
         if enabled == "auto":
             root = Path(config["sysfs_root"])
-            return bool(config["interfaces"] or config["stats_dir"] or (root / "class" / "infiniband").is_dir())
+            return bool(config["interfaces"] or config["stats_dir"]
+                        or (root / "class" / "infiniband").is_dir())
         return enabled is True
 
     async def collect(self) -> list[TargetResult]:
