@@ -43,7 +43,10 @@ def uplink_ecn_marked_ratio(window: str = "1m") -> str:
     """Worst ECN-marked ratio over the queues of the switch ports serving each node."""
     return _served_by_port(f"""max by (switch, interface) (
     sum by (switch, interface, queue) (rate(infrapulse_switch_queue_ecn_marked_packets_total[{window}]))
-    / (sum by (switch, interface, queue) (rate(infrapulse_switch_queue_transmitted_packets_total[{window}])) > 0)
+    / (
+      sum by (switch, interface, queue) (rate(infrapulse_switch_queue_transmitted_packets_total[{window}]))
+      > 0
+    )
   )""")
 
 
@@ -94,9 +97,14 @@ CLUSTER_WEIGHTED_MEAN = """sum by (role) (
   ) > 0
 )"""
 
-CLUSTER_MIN = """min by (role) (infrapulse_health_score * on (job, instance) group_left (role) infrapulse_node_info)"""
+CLUSTER_MIN = """min by (role) (
+  infrapulse_health_score * on (job, instance) group_left (role) infrapulse_node_info
+)"""
 
-CLUSTER_SCORE = f"""(role:infrapulse_health_score:weighted_mean < (role:infrapulse_health_score:min + {CLUSTER_HEADROOM}))
+CLUSTER_SCORE = f"""(
+  role:infrapulse_health_score:weighted_mean
+  < (role:infrapulse_health_score:min + {CLUSTER_HEADROOM})
+)
 or
 ((role:infrapulse_health_score:min + {CLUSTER_HEADROOM}) and role:infrapulse_health_score:weighted_mean)"""
 
