@@ -333,7 +333,8 @@ def test_recording_rules_used_by_panels_exist():
     recorded = recorded_names()
     used = {s.name for q in ALL_QUERIES for s, _ in selectors(parse(q.expr)) if ":" in (s.name or "")}
     assert used, "the dashboards are expected to reuse the recording rules"
-    assert used <= recorded, f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
+    assert used <= recorded, \
+        f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
 
 
 def catalog_families() -> dict:

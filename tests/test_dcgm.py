@@ -23,80 +23,90 @@ from infrapulse.textparse import parse
 
 U0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
 U1 = "GPU-9b2f5c1e-0c7d-4a38-8f61-2a4c1d7e3b90"
+# The label sets, in dcgm-exporter's order: GPU 0 runs a pod; GPU 1 is a MIG GPU (an instance puts
+# GPU_I_PROFILE and GPU_I_ID between the two halves) with the empty pod labels dcgm-exporter writes.
+GPU0_LABELS = ('gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",'
+               'modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",'
+               'container="vllm",namespace="llm",pod="vllm-0"')
+GPU1_HEAD = ('gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",'
+             'modelName="NVIDIA H100 80GB HBM3"')
+GPU1_TAIL = '{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""'
+PCIE_TX_HELP = ("The rate of data transmitted over the PCIe bus - including both protocol headers and data "
+                "payloads - in bytes per second.")
 # In dcgm-exporter's template order; {host} is `Hostname` (released 4.5.x) or `hostname` (2026 rename).
 EXPOSITION = """\
 # HELP DCGM_FI_DEV_SM_CLOCK SM clock frequency (in MHz).
 # TYPE DCGM_FI_DEV_SM_CLOCK gauge
-DCGM_FI_DEV_SM_CLOCK{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 1980
-DCGM_FI_DEV_SM_CLOCK{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 1755
+DCGM_FI_DEV_SM_CLOCK{{{g0}}} 1980
+DCGM_FI_DEV_SM_CLOCK{{{g1},{g1_tail}}} 1755
 # HELP DCGM_FI_DEV_MEM_CLOCK Memory clock frequency (in MHz).
 # TYPE DCGM_FI_DEV_MEM_CLOCK gauge
-DCGM_FI_DEV_MEM_CLOCK{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 2619
+DCGM_FI_DEV_MEM_CLOCK{{{g0}}} 2619
 # HELP DCGM_FI_DEV_MEMORY_TEMP Memory temperature (in C).
 # TYPE DCGM_FI_DEV_MEMORY_TEMP gauge
-DCGM_FI_DEV_MEMORY_TEMP{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 9223372036854775794
+DCGM_FI_DEV_MEMORY_TEMP{{{g0}}} 9223372036854775794
 # HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).
 # TYPE DCGM_FI_DEV_GPU_TEMP gauge
-DCGM_FI_DEV_GPU_TEMP{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 64
+DCGM_FI_DEV_GPU_TEMP{{{g0}}} 64
 # HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).
 # TYPE DCGM_FI_DEV_POWER_USAGE gauge
-DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 512.347
+DCGM_FI_DEV_POWER_USAGE{{{g0}}} 512.347
 # HELP DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION Total energy consumption since boot (in mJ).
 # TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter
-DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 912345678
+DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{g0}}} 912345678
 # HELP DCGM_FI_DEV_PCIE_REPLAY_COUNTER Total number of PCIe retries.
 # TYPE DCGM_FI_DEV_PCIE_REPLAY_COUNTER counter
-DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 3
+DCGM_FI_DEV_PCIE_REPLAY_COUNTER{{{g0}}} 3
 # HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).
 # TYPE DCGM_FI_DEV_GPU_UTIL gauge
-DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 87
+DCGM_FI_DEV_GPU_UTIL{{{g0}}} 87
 # HELP DCGM_FI_DEV_MEM_COPY_UTIL Memory utilization (in %).
 # TYPE DCGM_FI_DEV_MEM_COPY_UTIL gauge
-DCGM_FI_DEV_MEM_COPY_UTIL{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 41
+DCGM_FI_DEV_MEM_COPY_UTIL{{{g0}}} 41
 # HELP DCGM_FI_DEV_ENC_UTIL Encoder utilization (in %).
 # TYPE DCGM_FI_DEV_ENC_UTIL gauge
-DCGM_FI_DEV_ENC_UTIL{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 0
+DCGM_FI_DEV_ENC_UTIL{{{g0}}} 0
 # HELP DCGM_FI_DEV_XID_ERRORS Value of the last XID error encountered.
 # TYPE DCGM_FI_DEV_XID_ERRORS gauge
-DCGM_FI_DEV_XID_ERRORS{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0",err_code="79",err_msg="GPU has fallen off the bus"}} 79
+DCGM_FI_DEV_XID_ERRORS{{{g0},err_code="79",err_msg="GPU has fallen off the bus"}} 79
 # HELP DCGM_FI_DEV_FB_FREE Framebuffer memory free (in MiB).
 # TYPE DCGM_FI_DEV_FB_FREE gauge
-DCGM_FI_DEV_FB_FREE{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 21000
-DCGM_FI_DEV_FB_FREE{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 20000
+DCGM_FI_DEV_FB_FREE{{{g0}}} 21000
+DCGM_FI_DEV_FB_FREE{{{g1},GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{g1_tail}}} 20000
 # HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).
 # TYPE DCGM_FI_DEV_FB_USED gauge
-DCGM_FI_DEV_FB_USED{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 60000
-DCGM_FI_DEV_FB_USED{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 20480
-DCGM_FI_DEV_FB_USED{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="1g.10gb",GPU_I_ID="5",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 2048
+DCGM_FI_DEV_FB_USED{{{g0}}} 60000
+DCGM_FI_DEV_FB_USED{{{g1},GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{g1_tail}}} 20480
+DCGM_FI_DEV_FB_USED{{{g1},GPU_I_PROFILE="1g.10gb",GPU_I_ID="5",{g1_tail}}} 2048
 # HELP DCGM_FI_DEV_FB_RESERVED Framebuffer memory reserved (in MiB).
 # TYPE DCGM_FI_DEV_FB_RESERVED gauge
-DCGM_FI_DEV_FB_RESERVED{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 541
+DCGM_FI_DEV_FB_RESERVED{{{g0}}} 541
 # HELP DCGM_FI_DEV_ECC_DBE_VOL_TOTAL Total number of double-bit volatile ECC errors.
 # TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter
-DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 2
+DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{g0}}} 2
 # HELP DCGM_FI_DEV_ROW_REMAP_FAILURE Whether remapping of rows has failed
 # TYPE DCGM_FI_DEV_ROW_REMAP_FAILURE gauge
-DCGM_FI_DEV_ROW_REMAP_FAILURE{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 0
+DCGM_FI_DEV_ROW_REMAP_FAILURE{{{g0}}} 0
 # HELP DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS Number of remapped rows for correctable errors
 # TYPE DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS counter
-DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 4
+DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS{{{g0}}} 4
 # HELP DCGM_FI_DEV_THERMAL_VIOLATION Throttling duration due to thermal constraints (in ns).
 # TYPE DCGM_FI_DEV_THERMAL_VIOLATION counter
-DCGM_FI_DEV_THERMAL_VIOLATION{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 2500000000
+DCGM_FI_DEV_THERMAL_VIOLATION{{{g0}}} 2500000000
 # HELP DCGM_FI_DEV_CLOCK_THROTTLE_REASONS Current clock throttle reasons.
 # TYPE DCGM_FI_DEV_CLOCK_THROTTLE_REASONS gauge
-DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 72
+DCGM_FI_DEV_CLOCK_THROTTLE_REASONS{{{g0}}} 72
 # HELP DCGM_FI_PROF_GR_ENGINE_ACTIVE Ratio of time the graphics engine is active.
 # TYPE DCGM_FI_PROF_GR_ENGINE_ACTIVE gauge
-DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 0.843921
-DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 0.5
-DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="1",UUID="{u1}",pci_bus_id="00000000:2A:00.0",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="1g.10gb",GPU_I_ID="5",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="",namespace="",pod=""}} 140737488355328
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{g0}}} 0.843921
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{g1},GPU_I_PROFILE="3g.40gb",GPU_I_ID="1",{g1_tail}}} 0.5
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{g1},GPU_I_PROFILE="1g.10gb",GPU_I_ID="5",{g1_tail}}} 140737488355328
 # HELP DCGM_FI_PROF_PIPE_TENSOR_ACTIVE Ratio of cycles the tensor (HMMA) pipe is active.
 # TYPE DCGM_FI_PROF_PIPE_TENSOR_ACTIVE gauge
-DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 0.412
-# HELP DCGM_FI_PROF_PCIE_TX_BYTES The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.
+DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{g0}}} 0.412
+# HELP DCGM_FI_PROF_PCIE_TX_BYTES {pcie_tx_help}
 # TYPE DCGM_FI_PROF_PCIE_TX_BYTES gauge
-DCGM_FI_PROF_PCIE_TX_BYTES{{gpu="0",UUID="{u0}",pci_bus_id="00000000:18:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",{host}="node1",DCGM_FI_DRIVER_VERSION="570.133.20",container="vllm",namespace="llm",pod="vllm-0"}} 1945600000
+DCGM_FI_PROF_PCIE_TX_BYTES{{{g0}}} 1945600000
 # HELP DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT NVSwitch current temperature.
 # TYPE DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT gauge
 DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{{nvswitch="0",{host}="node1"}} 44
@@ -104,7 +114,9 @@ DCGM_FI_DEV_NVSWITCH_TEMPERATURE_CURRENT{{nvswitch="0",{host}="node1"}} 44
 
 
 def exposition(host_label: str) -> str:
-    return EXPOSITION.format(u0=U0, u1=U1, host=host_label)
+    ids = {"u0": U0, "u1": U1, "host": host_label}
+    return EXPOSITION.format(g0=GPU0_LABELS.format(**ids), g1=GPU1_HEAD.format(**ids),
+                             g1_tail=GPU1_TAIL.format(**ids), pcie_tx_help=PCIE_TX_HELP, **ids)
 
 
 async def until(predicate, timeout: float = 10.0, what: str = "condition"):

@@ -150,8 +150,8 @@ async def test_dcgm_2x_t4_with_hostname_label():
 def test_mig_copy_rules_counters_take_the_newest_gauges_the_lowest_instance():
     text = real("serving", "dcgm-3.x-a30mig-issue317.prom").read_text()
     text += ("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" + "".join(
-        f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="{A30_0}",GPU_I_PROFILE="1g.6gb",GPU_I_ID="{gi}"}} '
-        f"{mj}\n" for gi, mj in ((3, 1000), (4, 1007), (5, 1003))))
+        f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="{A30_0}",'
+        f'GPU_I_PROFILE="1g.6gb",GPU_I_ID="{gi}"}} {mj}\n' for gi, mj in ((3, 1000), (4, 1007), (5, 1003))))
     snap = DcgmMapper().map(parse(text))
     energy = snap.series["infrapulse_gpu_energy_joules_total"]
     # the largest: the newest reading
@@ -186,7 +186,6 @@ def test_violation_unit_follows_the_help_text():
 
     key = ("0", A30_0, "power", "", "", "", "", "")
     # etc/default-counters.csv said "(in us)" (dcgm-exporter @ 00d6d344), "(in ns)" from 4.6.0-4.8.3
-    assert DcgmMapper().map(parse(exposition("us"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
-        key: pytest.approx(2.5)}
-    assert DcgmMapper().map(parse(exposition("ns"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
-        key: pytest.approx(0.0025)}
+    violation = "infrapulse_gpu_clock_violation_seconds_total"
+    assert DcgmMapper().map(parse(exposition("us"))).series[violation] == {key: pytest.approx(2.5)}
+    assert DcgmMapper().map(parse(exposition("ns"))).series[violation] == {key: pytest.approx(0.0025)}

@@ -237,7 +237,8 @@ def test_services_and_monitors_select_the_pods():
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
     service_monitor = find("ServiceMonitor", "infrapulse-node")
     node_service = find("Service", "infrapulse-node")
-    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= node_service["metadata"]["labels"].items()
+    selector = service_monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= node_service["metadata"]["labels"].items()
     port_names = {p["name"] for p in node_service["spec"]["ports"]}
     assert service_monitor["spec"]["endpoints"][0]["port"] in port_names
     pod_monitor = find("PodMonitor", "infrapulse-fabric")

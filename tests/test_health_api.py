@@ -61,7 +61,8 @@ async def test_api_shape_and_values():
                    "known": True, "critical": False, "weight": 3.0, "window_seconds": 60.0}
     assert ecn["worst"][0]["labels"] == {"switch": "leaf03", "interface": "Ethernet12", "queue": "3"}
     top = body["detractors"][0]
-    assert top["sentence"] == "leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert top["sentence"] == ("leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m "
+                               "(bad at 5%)")
     assert top["rank"] == 1 and top["signal"] == "ecn_marked_ratio" and top["hint"]
     sources = {(s["source"], s["target"]) for s in body["sources"]}
     assert ("gnmi", "leaf03") in sources and ("nvml", "nvml") in sources

@@ -55,8 +55,9 @@ def test_a_note_per_instance_whose_mappings_map_to_nothing():
          "series_dropped": 0, "sentence": "leaf07: 12 of 40 paths map to nothing"},
     ]
     text = cli.render(body, "http://x:9477")
-    assert "mappings that map to nothing (not in the score):\n  dcgm: 1,200 new series dropped by the series " \
-           "budget\n  leaf07: 12 of 40 paths map to nothing" in text
+    assert ("mappings that map to nothing (not in the score):\n"
+            "  dcgm: 1,200 new series dropped by the series budget\n"
+            "  leaf07: 12 of 40 paths map to nothing") in text
 
 
 def test_the_notes_do_not_change_the_score():

@@ -155,11 +155,13 @@ def test_top_detractor_sentence():
     service = service_for(feed.store)
     feed.publish(service)
     top = service.report.detractors[0]
-    assert top.sentence == "leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert top.sentence == ("leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m "
+                            "(bad at 5%)")
     assert top.result.signal.name == "ecn_marked_ratio" and top.rank == 1
     second = service.report.detractors[1]
     assert second.target.measurement.target == "leaf03 Ethernet4 queue 3"
-    assert second.sentence == "leaf03 Ethernet4 queue 3: 3.0% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert second.sentence == ("leaf03 Ethernet4 queue 3: 3.0% of packets ECN-marked over the last 1m "
+                               "(bad at 5%)")
 
 
 def test_critical_detractors_rank_first_and_carry_notes():
@@ -174,7 +176,8 @@ def test_critical_detractors_rank_first_and_carry_notes():
     service = service_for(feed.store)
     feed.publish(service)
     report = service.report
-    assert report.detractors[0].sentence == "GPU 0: 1 critical XID error(s) over the last 5m (XID 79; bad at 1)"
+    assert report.detractors[0].sentence == ("GPU 0: 1 critical XID error(s) over the last 5m "
+                                             "(XID 79; bad at 1)")
     assert signal(report, "xid_other").worst.measurement.value == 0.0  # XID 13 is the application's
     assert report.firing == ["xid_critical"]
     assert report.components["gpu"].score == 0.0 and report.components["gpu"].capped_by == "xid_critical"

@@ -64,7 +64,8 @@ def test_bench_tree_layout(tmp_path):
     assert len(list((port / "counters").iterdir())) == 21
     assert len(list((port / "hw_counters").iterdir())) == 32  # 31 counters + lifespan
     assert (port / "hw_counters" / "lifespan").read_text() == "10\n"
-    assert int((port / "counters" / "port_xmit_data").read_text()) == tree.values["mlx5_3/ports/1/counters/port_xmit_data"]
+    written = tree.values["mlx5_3/ports/1/counters/port_xmit_data"]
+    assert int((port / "counters" / "port_xmit_data").read_text()) == written
 
 
 def test_demo_tree_has_the_awkward_devices(tmp_path):
@@ -117,7 +118,8 @@ def test_quiet_node_has_no_incidents(tmp_path):
     nic_start = read_nics(sim)
     run(sim, clock, 10)
     v = sim.tree.values
-    assert v[f"{VICTIM_DEVICE}/ports/1/counters/link_downed"] == start[f"{VICTIM_DEVICE}/ports/1/counters/link_downed"]
+    link_downed = f"{VICTIM_DEVICE}/ports/1/counters/link_downed"
+    assert v[link_downed] == start[link_downed]
     assert v[f"{VICTIM_DEVICE}/ports/1/hw_counters/packet_seq_err"] == start[
         f"{VICTIM_DEVICE}/ports/1/hw_counters/packet_seq_err"]
     nics = read_nics(sim)

@@ -243,7 +243,8 @@ async def test_truncated_capture_shows_in_api_and_mapping_series():
 
 async def test_an_engine_family_nobody_reads_is_counted_as_unmapped():
     text = real("serving", "vllm-0.5-v0-datadog-2024.prom").read_text()
-    text += "# HELP vllm:kv_cache_usage_ratio_v9 a renamed family\n# TYPE vllm:kv_cache_usage_ratio_v9 gauge\n"
+    text += ("# HELP vllm:kv_cache_usage_ratio_v9 a renamed family\n"
+             "# TYPE vllm:kv_cache_usage_ratio_v9 gauge\n")
     text += 'vllm:kv_cache_usage_ratio_v9{model_name="facebook/opt-125m"} 0.5\n'
     store = Store()
     async with serve(text) as url:

@@ -13,7 +13,8 @@ from aiohttp import web
 
 from infrapulse.scrape import ScrapeError, Scraper, ScrapeTarget, parse_headers_text, redact_url
 
-GOOD = '# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3.0\n'
+GOOD = ('# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\n'
+        'vllm:num_requests_running{model_name="m"} 3.0\n')
 OM = "# TYPE x counter\nx_total 5.0\n# EOF\n"
 
 
@@ -113,7 +114,8 @@ async def test_plain_text_and_gzip(server, scraper):
         server.mode = mode
         result = await scraper.scrape(ScrapeTarget(server.url))
         fam = result.families["vllm:num_requests_running"]
-        assert fam.type == "gauge" and fam.samples[0].value == 3.0 and fam.samples[0].labels == {"model_name": "m"}
+        assert fam.type == "gauge"
+        assert fam.samples[0].value == 3.0 and fam.samples[0].labels == {"model_name": "m"}
         assert result.openmetrics is False
     assert "text/plain;version=0.0.4" in server.seen_headers[0]["Accept"]
 

@@ -46,7 +46,8 @@ NODE_EXPORTER_EQUIVALENTS = {
 
 def scrape_node_exporter(sysfs_root: Path) -> str:
     """Run the Debian node_exporter on `sysfs_root` (infiniband collector only) and scrape it once."""
-    assert os.path.exists(NODE_EXPORTER), f"{NODE_EXPORTER} is missing: apt-get install prometheus-node-exporter"
+    assert os.path.exists(NODE_EXPORTER), \
+        f"{NODE_EXPORTER} is missing: apt-get install prometheus-node-exporter"
     port = free_port()
     proc = subprocess.Popen([NODE_EXPORTER, f"--path.sysfs={sysfs_root}", "--collector.disable-defaults",
                              "--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"],
