@@ -77,9 +77,10 @@ def build() -> Dashboard:
                    [target(g("infrapulse_gpu_healthy"), LEGEND)], "bool", min=0, max=1),
         row("Errors"),
         timeseries("XID errors",
-                   "XID errors per GPU and XID code over the last 10 minutes (recording rule). Critical codes "
-                   "(docs/health.md, XID classes) need a GPU reset or a reboot.",
-                   [target(by("instance, gpu, xid", g("instance_gpu_xid:infrapulse_gpu_xid_errors:increase10m")),
+                   "XID errors per GPU and XID code over the last 10 minutes (recording rule). Critical "
+                   "codes (docs/health.md, XID classes) need a GPU reset or a reboot.",
+                   [target(by("instance, gpu, xid",
+                              g("instance_gpu_xid:infrapulse_gpu_xid_errors:increase10m")),
                            "{{instance}} gpu{{gpu}} xid {{xid}}")], "short", min=0),
         timeseries("Last XID",
                    "The most recent XID code per GPU (0: none since the exporter started).",

@@ -49,8 +49,8 @@ def _unit_tests_start_no_system_tool(request: pytest.FixtureRequest, monkeypatch
         def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
             program = _program(args)
             if program in SYSTEM_TOOLS:
-                raise AssertionError(f"{request.node.nodeid} starts {program}: a test that needs a system tool "
-                                     "belongs in tests/e2e/ (`make e2e`); `make unit` runs without them")
+                raise AssertionError(f"{request.node.nodeid} starts {program}: a test that needs a system "
+                                     "tool belongs in tests/e2e/ (`make e2e`); `make unit` runs without them")
             super().__init__(args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", UnitPopen)

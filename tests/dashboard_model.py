@@ -60,7 +60,8 @@ def queries(board: dict) -> Iterator[Query]:
     """Panel targets plus annotation queries of one dashboard."""
     for panel in query_panels(board):
         for t in panel.get("targets", []):
-            yield Query(board["uid"], panel["title"], t.get("refId", "?"), t.get("expr", ""), bool(t.get("instant")))
+            yield Query(board["uid"], panel["title"], t.get("refId", "?"), t.get("expr", ""),
+                        bool(t.get("instant")))
     for ann in board.get("annotations", {}).get("list", []):
         if ann.get("expr"):
             yield Query(board["uid"], f"annotation {ann['name']}", "-", ann["expr"], False)

@@ -25,9 +25,11 @@ class Feed:
     def __init__(self, store: Store | None = None, start: float | None = None) -> None:
         self.store = store or Store()
         self.start = time.time() - WINDOW if start is None else start
-        self.readings: dict[tuple[str, str], list[dict]] = {}  # (source, target) -> per step {family: {labels: v}}
+        # (source, target) -> per step {family: {labels: v}}
+        self.readings: dict[tuple[str, str], list[dict]] = {}
 
-    def series(self, source: str, family: str, labels: tuple, values: list, target: str | None = None) -> Feed:
+    def series(self, source: str, family: str, labels: tuple, values: list,
+               target: str | None = None) -> Feed:
         steps = self.readings.setdefault((source, target or source), [])
         while len(steps) < len(values):
             steps.append({})

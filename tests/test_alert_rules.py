@@ -207,7 +207,8 @@ def _generator():
 
 def test_committed_generated_files_are_current():
     gen = _generator()
-    assert gen.HEALTH_RULES.read_text() == gen.render_health_rules(), "run: python alerts/generate_prometheusrule.py"
+    assert gen.HEALTH_RULES.read_text() == gen.render_health_rules(), \
+        "run: python alerts/generate_prometheusrule.py"
     assert gen.OUTPUT.read_text() == gen.render(), "run: python alerts/generate_prometheusrule.py"
     assert gen.main(["--check"]) == 0
 

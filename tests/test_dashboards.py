@@ -40,7 +40,8 @@ VALID_UNITS = {
     "pps", "binBps", "Bps", "binbps", "bps", "KiBs", "MiBs", "GiBs", "Gbits", "Mbits",
     "dateTimeAsIso", "dateTimeFromNow", "watt", "kwatt", "joule", "watth", "kwatth", "celsius",
     "hertz", "ns", "µs", "ms", "s", "m", "h", "d", "dtdurations", "dtdurationms",
-    "cps", "ops", "reqps", "rps", "wps", "iops", "cpm", "opm", "rpm", "wpm", "bool", "bool_yes_no", "bool_on_off",
+    "cps", "ops", "reqps", "rps", "wps", "iops", "cpm", "opm", "rpm", "wpm", "bool", "bool_yes_no",
+    "bool_on_off",
 }
 COUNTER_SUFFIXES = ("_total", "_bucket", "_count", "_sum")
 RANGE_FUNCTIONS = {"rate", "irate", "increase"}
@@ -122,7 +123,8 @@ def test_panel_layout_ids_and_grid(uid):
     for panel in board["panels"]:
         pos = panel["gridPos"]
         assert pos["x"] >= 0 and pos["w"] > 0 and pos["x"] + pos["w"] <= 24, panel["title"]
-        covered = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"]) for y in range(pos["y"], pos["y"] + pos["h"])}
+        covered = {(x, y) for x in range(pos["x"], pos["x"] + pos["w"])
+                   for y in range(pos["y"], pos["y"] + pos["h"])}
         assert not covered & cells, f"{uid}: panel {panel['title']!r} overlaps another"
         cells |= covered
 
@@ -289,7 +291,8 @@ def test_target_rate_interval_rule(query):
 
     for node, parents in walk(parse(query.expr)):
         if isinstance(node, promql_parser.MatrixSelector) and parents \
-                and isinstance(parents[-1], promql_parser.Call) and parents[-1].func.name in ("rate", "irate"):
+                and isinstance(parents[-1], promql_parser.Call) \
+                and parents[-1].func.name in ("rate", "irate"):
             assert node.range == RATE_INTERVAL_MAGIC, f"{query}: rate() should use $__rate_interval"
 
 
@@ -313,7 +316,8 @@ def test_exclusions_are_still_needed():
             assert "instance" not in {v["name"] for v in board["templating"]["list"]}
         if rule == "target-instance-rule":
             assert any(matchers(s).get("instance") is None
-                       for q in queries(board) for s, _ in selectors(parse(q.expr)) if s.name != ALERTS_SELECTOR)
+                       for q in queries(board) for s, _ in selectors(parse(q.expr))
+                       if s.name != ALERTS_SELECTOR)
 
 
 def recorded_names() -> set[str]:
@@ -329,7 +333,8 @@ def test_recording_rules_used_by_panels_exist():
     recorded = recorded_names()
     used = {s.name for q in ALL_QUERIES for s, _ in selectors(parse(q.expr)) if ":" in (s.name or "")}
     assert used, "the dashboards are expected to reuse the recording rules"
-    assert used <= recorded, f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
+    assert used <= recorded, \
+        f"panels use recording rules that alerts/ does not define: {sorted(used - recorded)}"
 
 
 def catalog_families() -> dict:
@@ -380,7 +385,8 @@ def test_rate_and_increase_only_over_counters():
         for selector, parents in selectors(parse(query.expr)):
             family = _family_of(selector.name or "", families)
             if family is not None and _range_call(parents) in RANGE_FUNCTIONS:
-                assert family.type in ("counter", "histogram"), f"{query}: rate() over {family.type} {family.name}"
+                assert family.type in ("counter", "histogram"), \
+                    f"{query}: rate() over {family.type} {family.name}"
 
 
 # -- the linter re-implementation itself can fail --------------------------------------------

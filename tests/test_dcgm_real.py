@@ -32,7 +32,8 @@ async def scrape(capture: str) -> tuple[dict, dict]:
     exporter = FakeDcgmExporter(body=real("serving", capture).read_text())
     url = await exporter.start()
     cfg = yaml.safe_dump({"interval": "1s", "sources": {
-        "dcgm": {"enabled": True, "url": url, "interval": "100ms", "timeout": "1s"}, "nvml": {"enabled": False}}})
+        "dcgm": {"enabled": True, "url": url, "interval": "100ms", "timeout": "1s"},
+        "nvml": {"enabled": False}}})
     try:
         async with running_daemon(cfg, hostname="testhost") as daemon:
             for _ in range(100):
@@ -75,19 +76,25 @@ async def test_a30_mig_3x_power_once_per_physical_gpu():
     assert {i.get("mig_profile") for i in info if i.get("gpu_instance")} == {"1g.6gb"}
     # only POWER_USAGE is in the excerpt: the other default fields are reported as yielding nothing
     assert mapping(values, "DCGM_FI_DEV_POWER_USAGE") == 2
-    assert sorted(entry["coverage"]["empty"]) == sorted(f for f in EXPECTED_FIELDS if f != "DCGM_FI_DEV_POWER_USAGE")
+    assert sorted(entry["coverage"]["empty"]) == sorted(f for f in EXPECTED_FIELDS
+                                                        if f != "DCGM_FI_DEV_POWER_USAGE")
 
 
 async def test_a30_mig_4x_physical_temperature_without_pod_labels_and_instance_memory_with_them():
     values, entry = await scrape("dcgm-4.x-a30mig-ada-pr736-2026.prom")
-    temps = {dict(k)["gpu"]: (dict(k), v) for k, v in series(values, "infrapulse_gpu_temperature_celsius").items()}
+    temps = {dict(k)["gpu"]: (dict(k), v)
+             for k, v in series(values, "infrapulse_gpu_temperature_celsius").items()}
     assert len(temps) == 3 and len(series(values, "infrapulse_gpu_temperature_celsius")) == 3
-    assert temps["1"] == ({"gpu": "1", "uuid": "GPU-fc60126e-514d-3522-2828-c5daa8e99d85", "sensor": "gpu"}, 44)
+    assert temps["1"] == ({"gpu": "1", "uuid": "GPU-fc60126e-514d-3522-2828-c5daa8e99d85", "sensor": "gpu"},
+                          44)
     # A30s in MIG mode: the die temperature belongs to the GPU, not to the Triton pod on instance 3
-    assert temps["2"] == ({"gpu": "2", "uuid": "GPU-63bc0b91-2265-1b94-831c-15c41fe92675", "sensor": "gpu"}, 45)
-    assert temps["0"] == ({"gpu": "0", "uuid": "GPU-9a63752e-af8d-fe52-7f0d-968bca6d52e3", "sensor": "gpu"}, 50)
-    assert value(values, "infrapulse_gpu_memory_used_bytes", gpu="0", uuid="GPU-9a63752e-af8d-fe52-7f0d-968bca6d52e3",
-                 gpu_instance="6", mig_profile="1g.6gb", pod="triton-server-f7cb5d77-2w5b2", namespace="default",
+    assert temps["2"] == ({"gpu": "2", "uuid": "GPU-63bc0b91-2265-1b94-831c-15c41fe92675", "sensor": "gpu"},
+                          45)
+    assert temps["0"] == ({"gpu": "0", "uuid": "GPU-9a63752e-af8d-fe52-7f0d-968bca6d52e3", "sensor": "gpu"},
+                          50)
+    assert value(values, "infrapulse_gpu_memory_used_bytes", gpu="0",
+                 uuid="GPU-9a63752e-af8d-fe52-7f0d-968bca6d52e3", gpu_instance="6", mig_profile="1g.6gb",
+                 pod="triton-server-f7cb5d77-2w5b2", namespace="default",
                  container="triton-server") == 3744 * 2**20
     # FB_FREE without FB_USED on the same instance gives no total; nothing else carries pod labels
     pods = [n for (n, labels) in values if n.startswith("infrapulse_gpu_") and dict(labels).get("pod")]
@@ -133,8 +140,9 @@ async def test_dcgm_2x_t4_with_hostname_label():
     assert value(values, "infrapulse_gpu_info", **gpu, name="Tesla T4", driver_version="460.106.00") == 1
     assert not any(dict(k).keys() & POD_LABELS for n, k in values if n.startswith("infrapulse_gpu_"))
     unmapped = {f: value(values, "infrapulse_source_unmapped_total", **COV, mapping=f)
-                for f in ("DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-                          "DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_DEV_COUNT")}
+                for f in ("DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+                          "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+                          "DCGM_FI_DEV_COUNT")}
     assert all(n >= 1 for n in unmapped.values()), unmapped
     assert entry["coverage"]["empty"] == sorted(unmapped)  # every expected field present; T4 has no HBM temp
 
@@ -142,22 +150,25 @@ async def test_dcgm_2x_t4_with_hostname_label():
 def test_mig_copy_rules_counters_take_the_newest_gauges_the_lowest_instance():
     text = real("serving", "dcgm-3.x-a30mig-issue317.prom").read_text()
     text += ("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" + "".join(
-        f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="{A30_0}",GPU_I_PROFILE="1g.6gb",GPU_I_ID="{gi}"}} '
-        f"{mj}\n" for gi, mj in ((3, 1000), (4, 1007), (5, 1003))))
+        f'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{gpu="0",UUID="{A30_0}",'
+        f'GPU_I_PROFILE="1g.6gb",GPU_I_ID="{gi}"}} {mj}\n' for gi, mj in ((3, 1000), (4, 1007), (5, 1003))))
     snap = DcgmMapper().map(parse(text))
     energy = snap.series["infrapulse_gpu_energy_joules_total"]
-    assert energy == {("0", A30_0, "", "", "", "", ""): pytest.approx(1.007)}  # the largest: the newest reading
+    # the largest: the newest reading
+    assert energy == {("0", A30_0, "", "", "", "", ""): pytest.approx(1.007)}
     assert snap.series["infrapulse_gpu_power_watts"][("0", A30_0, "", "", "", "", "")] == 52.636
 
 
 def test_simulated_mig_gpu_repeats_physical_fields_like_the_captures():
     fake = FakeNvml.from_file()
     text = GpuExposition(fake, pods={(2, 1): ("vllm", "llm", "vllm-mig-0")}).render()
-    rows = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_POWER_USAGE") and 'gpu="2"' in line]
+    rows = [line for line in text.splitlines()
+            if line.startswith("DCGM_FI_DEV_POWER_USAGE") and 'gpu="2"' in line]
     assert len(rows) == 3 and all("GPU_I_ID=" in r for r in rows)  # one per instance, no GPU row
     assert len({r.rsplit(" ", 1)[1] for r in rows}) == 2  # copies read a moment apart differ a little
     assert 'pod="vllm-mig-0"' in rows[0]
-    util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'gpu="2"' in line]
+    util = [line for line in text.splitlines()
+            if line.startswith("DCGM_FI_DEV_GPU_UTIL{") and 'gpu="2"' in line]
     assert len(util) == 3 and all(line.endswith(" 0") for line in util)
     snap = DcgmMapper().map(parse(text))
     power = {k: v for k, v in snap.series["infrapulse_gpu_power_watts"].items() if k[0] == "2"}
@@ -169,13 +180,12 @@ def test_simulated_mig_gpu_repeats_physical_fields_like_the_captures():
 
 def test_violation_unit_follows_the_help_text():
     def exposition(unit: str) -> str:
-        return (f"# HELP DCGM_FI_DEV_POWER_VIOLATION Throttling duration due to power constraints (in {unit}).\n"
-                "# TYPE DCGM_FI_DEV_POWER_VIOLATION counter\n"
+        return ("# HELP DCGM_FI_DEV_POWER_VIOLATION Throttling duration due to power constraints (in "
+                f"{unit}).\n# TYPE DCGM_FI_DEV_POWER_VIOLATION counter\n"
                 f'DCGM_FI_DEV_POWER_VIOLATION{{gpu="0",UUID="{A30_0}"}} 2500000\n')
 
     key = ("0", A30_0, "power", "", "", "", "", "")
     # etc/default-counters.csv said "(in us)" (dcgm-exporter @ 00d6d344), "(in ns)" from 4.6.0-4.8.3
-    assert DcgmMapper().map(parse(exposition("us"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
-        key: pytest.approx(2.5)}
-    assert DcgmMapper().map(parse(exposition("ns"))).series["infrapulse_gpu_clock_violation_seconds_total"] == {
-        key: pytest.approx(0.0025)}
+    violation = "infrapulse_gpu_clock_violation_seconds_total"
+    assert DcgmMapper().map(parse(exposition("us"))).series[violation] == {key: pytest.approx(2.5)}
+    assert DcgmMapper().map(parse(exposition("ns"))).series[violation] == {key: pytest.approx(0.0025)}

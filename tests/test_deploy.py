@@ -90,7 +90,8 @@ def test_compose_prometheus_paths_resolve_inside_the_container():
     config_path = next(a.split("=", 1)[1] for a in prom["command"] if a.startswith("--config.file="))
     cfg = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     wanted = list(cfg["rule_files"])
-    wanted += [f for job in cfg["scrape_configs"] for sd in job.get("file_sd_configs", []) for f in sd["files"]]
+    wanted += [f for job in cfg["scrape_configs"] for sd in job.get("file_sd_configs", [])
+               for f in sd["files"]]
     wanted.append(posixpath.basename(config_path))
     for relative in wanted:
         in_container = posixpath.normpath(posixpath.join(posixpath.dirname(config_path), relative))
@@ -236,8 +237,10 @@ def test_services_and_monitors_select_the_pods():
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= port_names
     service_monitor = find("ServiceMonitor", "infrapulse-node")
     node_service = find("Service", "infrapulse-node")
-    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= node_service["metadata"]["labels"].items()
-    assert service_monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in node_service["spec"]["ports"]}
+    selector = service_monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= node_service["metadata"]["labels"].items()
+    port_names = {p["name"] for p in node_service["spec"]["ports"]}
+    assert service_monitor["spec"]["endpoints"][0]["port"] in port_names
     pod_monitor = find("PodMonitor", "infrapulse-fabric")
     fabric_pods = find("StatefulSet", "infrapulse-fabric")["spec"]["template"]["metadata"]["labels"]
     assert pod_monitor["spec"]["selector"]["matchLabels"].items() <= fabric_pods.items()
@@ -250,7 +253,8 @@ def test_services_and_monitors_select_the_pods():
 def test_systemd_unit_is_hardened():
     """The settings; `systemd-analyze security` rates the same unit in tests/e2e/test_deploy_tools.py."""
     unit = (DEPLOY / "systemd" / "infrapulse.service").read_text()
-    settings = dict(line.split("=", 1) for line in unit.splitlines() if "=" in line and not line.startswith("#"))
+    settings = dict(line.split("=", 1) for line in unit.splitlines()
+                    if "=" in line and not line.startswith("#"))
     assert settings["User"] == "infrapulse" and settings["ProtectSystem"] == "strict"
     assert settings["CapabilityBoundingSet"] == "" and settings["NoNewPrivileges"] == "yes"
     assert "/sys" in settings["ReadOnlyPaths"].split()

@@ -39,7 +39,8 @@ def test_docs_command_outside_a_checkout_says_so(tmp_path):
 def test_generate_docs_script_checks_and_writes_a_tree(tmp_path):
     """In a subprocess: in this process other tests have declared families of their own."""
     def script(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, str(ROOT / "scripts/generate_docs.py"), *args, "--root", str(tmp_path)],
+        return subprocess.run([sys.executable, str(ROOT / "scripts/generate_docs.py"), *args, "--root",
+                               str(tmp_path)],
                               capture_output=True, text=True, timeout=120)
 
     (tmp_path / "docs").mkdir()

@@ -230,7 +230,8 @@ async def test_real_ioctl_through_the_source(tmp_path):
     await source.close()
     values = render_store(store)
     assert value(values, "infrapulse_source_up", source="ethtool", target="lo") == 0
-    assert value(values, "infrapulse_source_status_info", source="ethtool", target="lo", reason="not_supported") == 1
+    assert value(values, "infrapulse_source_status_info", source="ethtool", target="lo",
+                 reason="not_supported") == 1
     for (_, target), status in store.status.items():
         # (no_such_interface: a transient interface, e.g. a veth, vanished between listing and reading.)
         assert status.up or status.reason in ("not_supported", "no_such_interface"), (
@@ -275,7 +276,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     i = {"interface": "ens1f0np0"}
     assert value(v, "infrapulse_nic_pfc_pause_frames_total", priority="3", direction="rx", **i) == 120
     assert value(v, "infrapulse_nic_pfc_pause_frames_total", priority="3", direction="tx", **i) == 45
-    assert value(v, "infrapulse_nic_pfc_pause_duration_seconds_total", priority="3", direction="rx", **i) == 2.5
+    assert value(v, "infrapulse_nic_pfc_pause_duration_seconds_total", priority="3", direction="rx",
+                 **i) == 2.5
     assert value(v, "infrapulse_nic_pfc_pause_duration_seconds_total", priority="3", direction="tx",
                  **i) == pytest.approx(0.00075)
     assert samples_of(v, "infrapulse_nic_pfc_pause_transitions_total") == {
@@ -284,7 +286,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     assert value(v, "infrapulse_nic_priority_discards_total", priority="5", **i) == 8
     assert value(v, "infrapulse_nic_priority_buffer_discards_total", priority="5", **i) == 3
     assert value(v, "infrapulse_nic_priority_congestion_discards_total", priority="5", **i) == 2
-    assert samples_of(v, "infrapulse_nic_ecn_marked_packets_total") == {frozenset({**i, "priority": "3"}.items()): 77}
+    assert samples_of(v, "infrapulse_nic_ecn_marked_packets_total") == {
+        frozenset({**i, "priority": "3"}.items()): 77}
     assert value(v, "infrapulse_nic_priority_bytes_total", priority="3", direction="rx", **i) == 10**12
     assert value(v, "infrapulse_nic_priority_packets_total", priority="0", direction="tx", **i) == 42
     assert value(v, "infrapulse_nic_pause_storm_events_total", level="warning", **i) == 2
@@ -305,7 +308,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
     assert value(v, "infrapulse_nic_rx_buffer_almost_full_events_total", **i) == 21
     assert value(v, "infrapulse_nic_rx_out_of_buffer_total", **i) == 22
     assert value(v, "infrapulse_nic_driver_stats", **i) == len(FIXTURE_STATS)
-    assert samples_of(v, "infrapulse_nic_driver_stat") == {frozenset({**i, "stat": "rx_queue_0_packets"}.items()): 5}
+    assert samples_of(v, "infrapulse_nic_driver_stat") == {
+        frozenset({**i, "stat": "rx_queue_0_packets"}.items()): 5}
     # 36 stats: 3 map nowhere (tx_prio3_marked, rx_prio9_pause, rx_vport_rdma_unicast_bytes);
     # 33 samples plus the stat-count gauge.
     assert sum(1 for n, _ in v if n.startswith("infrapulse_nic_")) == 34
@@ -313,7 +317,8 @@ async def test_exact_samples_from_stats_fixture(tmp_path):
 
 
 def test_plan_ignores_unknown_and_out_of_range_names():
-    plan = plan_stats("eth0", ["rx_prio9_pause", "rx_prio3_foo", "rx_vport_rdma_unicast_bytes", "rx_prio3_pause"])
+    plan = plan_stats("eth0",
+                      ["rx_prio9_pause", "rx_prio3_foo", "rx_vport_rdma_unicast_bytes", "rx_prio3_pause"])
     assert plan == [(3, "infrapulse_nic_pfc_pause_frames_total", ("eth0", "3", "rx"), 1)]
 
 

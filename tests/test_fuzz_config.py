@@ -10,9 +10,11 @@ from infrapulse import config as config_mod
 from infrapulse.schema import format_duration, parse_duration
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
-                    st.text(max_size=20), st.sampled_from(["5s", "250ms", "5x", "auto", "0.0.0.0:9477", "[", "{"]))
-keys = st.sampled_from(["listen", "interval", "role", "hostname", "sources", "health", "infiniband", "ethtool",
-                        "gnmi", "serving", "nvml", "dcgm", "enabled", "endpoints", "targets", "devices", "x"])
+                    st.text(max_size=20),
+                    st.sampled_from(["5s", "250ms", "5x", "auto", "0.0.0.0:9477", "[", "{"]))
+keys = st.sampled_from(["listen", "interval", "role", "hostname", "sources", "health", "infiniband",
+                        "ethtool", "gnmi", "serving", "nvml", "dcgm", "enabled", "endpoints", "targets",
+                        "devices", "x"])
 documents = st.recursive(scalars, lambda children: st.one_of(
     st.lists(children, max_size=4), st.dictionaries(keys, children, max_size=5)), max_leaves=25)
 

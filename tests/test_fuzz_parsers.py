@@ -201,7 +201,8 @@ class ScriptedKernel:
     test_ethtool.FakeKernel. It never writes past what the caller asked for plus the slack the
     caller allocates (older kernels write the current count regardless; our buffers carry room)."""
 
-    def __init__(self, sizes: list[int], table: bytes, values: list[int], supported: bool, patched: bool) -> None:
+    def __init__(self, sizes: list[int], table: bytes, values: list[int], supported: bool,
+                 patched: bool) -> None:
         self.sizes, self.table, self.values = sizes, table, values
         self.supported, self.patched = supported, patched
         self.calls = 0
@@ -283,7 +284,8 @@ def net_tree(tmp_path_factory) -> Path:
 @given(_kernels)
 def test_ethtool_collector_maps_any_stat_table(net_tree, kernel):
     provider = eth.IoctlStatsProvider(net_tree, EthtoolIoctl(ioctl=kernel, retries=3))
-    collector = eth.EthtoolCollector(provider, interfaces=["eth0"], sysfs_root=net_tree, include_stats=["(?s).*"])
+    collector = eth.EthtoolCollector(provider, interfaces=["eth0"], sysfs_root=net_tree,
+                                     include_stats=["(?s).*"])
     try:
         (result,) = collector.collect()
     finally:
@@ -346,7 +348,8 @@ def _expositions(draw) -> str:
         if kind != "none":
             if draw(st.booleans()):
                 help_text = draw(st.text(max_size=20)).replace("\\", "\\\\").replace("\n", "\\n")
-                lines.append(f"# HELP {name} {help_text}".rstrip() if help_text.strip() else f"# HELP {name} x")
+                lines.append(f"# HELP {name} {help_text}".rstrip()
+                             if help_text.strip() else f"# HELP {name} x")
             lines.append(f"# TYPE {name} {kind}")
         label_names = draw(st.lists(_label_names, max_size=3, unique=True))
         label_sets = draw(st.lists(st.tuples(*[_label_values] * len(label_names)), min_size=1, max_size=3,
@@ -359,7 +362,8 @@ def _expositions(draw) -> str:
                 counts = sorted(draw(st.lists(st.integers(0, 1000), min_size=len(bounds) + 1,
                                               max_size=len(bounds) + 1)))
                 for le, c in zip([*bounds, math.inf], counts):
-                    lines.append(_sample_line(name + "_bucket", {**labels, "le": _fmt_value(le)}, float(c), ts))
+                    lines.append(_sample_line(name + "_bucket", {**labels, "le": _fmt_value(le)}, float(c),
+                                              ts))
                 lines.append(_sample_line(name + "_sum", labels, draw(_floats), ts))
                 lines.append(_sample_line(name + "_count", labels, float(counts[-1]), ts))
             elif kind == "summary":
@@ -392,7 +396,8 @@ def test_parser_agrees_with_prometheus_client(text):
 
 # Lines that are almost the format, so the fuzz spends its time near the parser's decisions.
 _fragments = st.sampled_from([
-    "# TYPE vllm:time_to_first_token_seconds histogram", "# TYPE x counter", "# TYPE x gauge", "# TYPE x bogus",
+    "# TYPE vllm:time_to_first_token_seconds histogram", "# TYPE x counter", "# TYPE x gauge",
+    "# TYPE x bogus",
     "# HELP x a\\nb", "# UNIT x seconds", "# EOF", "#", "# TYPE", "# TYPE 1x gauge", "x_total 1", "x 2 3",
     'vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 3',
     'vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 4',
@@ -430,7 +435,8 @@ ENGINE_HISTOGRAMS = {
     "sglang": ("sglang:time_to_first_token_seconds",
                {"model_name": ["a"], "tp_rank": ["0", "1", "x", ""], "dp_rank": ["0", "1"]}),
     "triton": ("nv_inference_first_response_histogram_ms", {"model": ["a", "b"], "version": ["1"]}),
-    "trtllm": ("trtllm_time_to_first_token_seconds", {"model_name": ["a"], "is_streaming": ["true", "false"]}),
+    "trtllm": ("trtllm_time_to_first_token_seconds",
+               {"model_name": ["a"], "is_streaming": ["true", "false"]}),
     "tgi": ("tgi_request_duration", {"priority": ["0", "1"]}),
 }
 
@@ -448,7 +454,8 @@ def _engine_exposition(draw) -> tuple[str, str]:
             continue  # a valid exposition has each series once
         seen.add(tuple(labels.items()))
         bounds = sorted(draw(st.sets(st.sampled_from(all_bounds), max_size=6)))
-        counts = sorted(draw(st.lists(st.integers(0, 10**6), min_size=len(bounds) + 1, max_size=len(bounds) + 1)))
+        counts = sorted(draw(st.lists(st.integers(0, 10**6), min_size=len(bounds) + 1,
+                                      max_size=len(bounds) + 1)))
         for le, c in zip([*bounds, math.inf], counts):
             lines.append(_sample_line(name + "_bucket", {**labels, "le": _fmt_value(le)}, float(c), None))
         lines.append(_sample_line(name + "_sum", labels, float(draw(st.integers(0, 10**6))), None))
@@ -493,7 +500,8 @@ def _engine_noise(draw) -> str:
     for _ in range(draw(st.integers(1, 12))):
         name = draw(st.sampled_from(_engine_names))
         if draw(st.booleans()):
-            lines.append(f"# TYPE {name} {draw(st.sampled_from(['counter', 'gauge', 'histogram', 'summary']))}")
+            lines.append(f"# TYPE {name} "
+                         f"{draw(st.sampled_from(['counter', 'gauge', 'histogram', 'summary']))}")
         suffix = draw(st.sampled_from(["", "_total", "_bucket", "_sum", "_count"]))
         keys = draw(st.lists(st.sampled_from(["le", "model_name", "model", "engine", "tp_rank", "dp_rank",
                                               "finished_reason", "request_type", "kv_cache_block_type",
@@ -525,7 +533,8 @@ _dcgm_values = st.one_of(_floats, st.sampled_from([INT64_BLANK, FP64_BLANK, 2.0*
 
 @FUZZ
 @given(st.lists(st.tuples(st.sampled_from(_dcgm_fields), st.sampled_from(["0", "1", None]),
-                          st.dictionaries(st.sampled_from(["UUID", "GPU_I_ID", "pod", "Hostname", "modelName"]),
+                          st.dictionaries(st.sampled_from(["UUID", "GPU_I_ID", "pod", "Hostname",
+                                                           "modelName"]),
                                           _label_values, max_size=3), _dcgm_values), max_size=15))
 def test_dcgm_mapping_takes_any_values(samples):
     lines = []
@@ -540,7 +549,8 @@ def test_dcgm_mapping_takes_any_values(samples):
             assert isinstance(value, float) and not math.isnan(value), family
     # Sentinels are dropped, never exported as huge numbers.
     blank_inputs = sum(1 for field, gpu, _, value in samples if gpu is not None and field in FIELD_MAP
-                       and (math.isnan(value) or value >= (FP64_BLANK if FIELD_MAP[field].floating else INT64_BLANK)))
+                       and (math.isnan(value)
+                            or value >= (FP64_BLANK if FIELD_MAP[field].floating else INT64_BLANK)))
     assert mapper.blanks >= blank_inputs
 
 
@@ -625,7 +635,8 @@ def _typed_values(draw, keys: list[str]) -> pb.TypedValue:
     if which == "empty":
         return pb.TypedValue()
     if which in ("string_val", "ascii_val"):
-        return pb.TypedValue(**{which: draw(st.one_of(st.text(max_size=10), st.sampled_from(["12", "UP", "1e999"])))})
+        return pb.TypedValue(**{which: draw(st.one_of(st.text(max_size=10),
+                                                      st.sampled_from(["12", "UP", "1e999"])))})
     if which == "int_val":
         return pb.TypedValue(int_val=draw(st.integers(-2**63, 2**63 - 1)))
     if which == "uint_val":
@@ -645,7 +656,8 @@ def _typed_values(draw, keys: list[str]) -> pb.TypedValue:
         elements = draw(st.lists(_typed_values(keys), max_size=3))
         return pb.TypedValue(leaflist_val=pb.ScalarArray(element=elements))
     if which == "any_val":
-        return pb.TypedValue(any_val=any_pb2.Any(type_url=draw(st.text(max_size=8)), value=draw(st.binary(max_size=8))))
+        return pb.TypedValue(any_val=any_pb2.Any(type_url=draw(st.text(max_size=8)),
+                                                 value=draw(st.binary(max_size=8))))
     return pb.TypedValue(**{which: draw(_json_bytes(keys))})
 
 
@@ -731,7 +743,8 @@ def _notifications(draw, profile) -> pb.Notification:
             path = draw(random_path)
         updates.append(pb.Update(path=path, val=draw(_typed_values(names))))
     deletes = draw(st.lists(random_path, max_size=2))
-    return pb.Notification(prefix=prefix, update=updates, delete=deletes, timestamp=draw(st.integers(0, 2**62)))
+    return pb.Notification(prefix=prefix, update=updates, delete=deletes,
+                           timestamp=draw(st.integers(0, 2**62)))
 
 
 _STATUS = {f.name for f in STATUS_FAMILIES}
@@ -802,7 +815,8 @@ def test_any_bytes_on_the_stream_are_taken_or_counted(raw):
         state.apply_wire(response.update, raw)
 
 
-_bad_json = st.one_of(st.binary(max_size=30), st.sampled_from([b"[" * 100_000, b'{"a":' * 3000, b"", b"\xff"]))
+_bad_json = st.one_of(st.binary(max_size=30),
+                      st.sampled_from([b"[" * 100_000, b'{"a":' * 3000, b"", b"\xff"]))
 
 
 @pytest.mark.parametrize("profile_name", sorted(PROFILES))
@@ -858,7 +872,8 @@ def test_known_bad_inputs_from_fuzzing():
         with pytest.raises(MalformedValue):
             to_number(load_json(raw))
     # A huge Decimal64 precision must not compute 10**4294967295.
-    assert scalar(pb.TypedValue(decimal_val=pb.Decimal64(digits=5, precision=2**32 - 1)), "decimal_val") == 0.0
+    assert scalar(pb.TypedValue(decimal_val=pb.Decimal64(digits=5, precision=2**32 - 1)),
+                  "decimal_val") == 0.0
     # '[' inside a key value (format_path does not escape it) parses back.
     assert parse_path("/a[k=x[y]/b") == [("a", {"k": "x[y"}), ("b", {})]
     # A port the URL parser rejects leaves a redacted URL, not a ValueError.

@@ -45,8 +45,9 @@ async def test_api_shape_and_values():
         feed.publish(daemon.health)
         body = await _get_json(daemon.bound_port)
 
-    assert set(body) >= {"score", "raw_score", "status", "coverage", "cap", "capped_by", "firing", "components",
-                         "detractors", "sources", "serving", "window_seconds", "host", "timestamp"}
+    assert set(body) >= {"score", "raw_score", "status", "coverage", "cap", "capped_by", "firing",
+                         "components", "detractors", "sources", "serving", "window_seconds", "host",
+                         "timestamp"}
     assert body["host"] == "testhost"
     # network: ECN 7.9% -> 0 (weight 3), stream up -> 100 (weight 1) = 25; gpu: all 100
     assert body["score"] == pytest.approx((0.3 * 25 + 0.25 * 100) / 0.55, abs=0.01)
@@ -60,7 +61,8 @@ async def test_api_shape_and_values():
                    "known": True, "critical": False, "weight": 3.0, "window_seconds": 60.0}
     assert ecn["worst"][0]["labels"] == {"switch": "leaf03", "interface": "Ethernet12", "queue": "3"}
     top = body["detractors"][0]
-    assert top["sentence"] == "leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert top["sentence"] == ("leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m "
+                               "(bad at 5%)")
     assert top["rank"] == 1 and top["signal"] == "ecn_marked_ratio" and top["hint"]
     sources = {(s["source"], s["target"]) for s in body["sources"]}
     assert ("gnmi", "leaf03") in sources and ("nvml", "nvml") in sources
@@ -77,7 +79,8 @@ async def test_source_errors_reach_the_api():
     assert leaf07["up"] is False and leaf07["reason"] == "unauthenticated"
     down = next(s for c in body["components"] for s in c["signals"] if s["name"] == "gnmi_stream_down")
     assert down["target"] == "leaf07" and down["score"] == 0.0
-    assert any(d["sentence"] == "leaf07: gNMI telemetry stream is down (unauthenticated)" for d in body["detractors"])
+    assert any(d["sentence"] == "leaf07: gNMI telemetry stream is down (unauthenticated)"
+               for d in body["detractors"])
 
 
 async def test_metrics_carry_the_health_families():

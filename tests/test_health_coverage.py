@@ -55,8 +55,9 @@ def test_a_note_per_instance_whose_mappings_map_to_nothing():
          "series_dropped": 0, "sentence": "leaf07: 12 of 40 paths map to nothing"},
     ]
     text = cli.render(body, "http://x:9477")
-    assert "mappings that map to nothing (not in the score):\n  dcgm: 1,200 new series dropped by the series " \
-           "budget\n  leaf07: 12 of 40 paths map to nothing" in text
+    assert ("mappings that map to nothing (not in the score):\n"
+            "  dcgm: 1,200 new series dropped by the series budget\n"
+            "  leaf07: 12 of 40 paths map to nothing") in text
 
 
 def test_the_notes_do_not_change_the_score():
@@ -69,7 +70,8 @@ def test_the_notes_do_not_change_the_score():
     assert (b.score, b.raw_score, b.coverage, b.status) == (a.score, a.raw_score, a.coverage, a.status)
     assert b.score == pytest.approx(100 * (3 * (0.05 - 0.015) / 0.049 + 1) / 4)  # ECN 1.5%, stream up
     assert [d.sentence for d in b.detractors] == [d.sentence for d in a.detractors]
-    assert a.coverage_notes == [] and [n.sentence for n in b.coverage_notes] == ["leaf07: 12 of 40 paths map to nothing"]
+    assert a.coverage_notes == []
+    assert [n.sentence for n in b.coverage_notes] == ["leaf07: 12 of 40 paths map to nothing"]
 
 
 def test_note_wording_per_source_and_limits():
@@ -82,8 +84,8 @@ def test_note_wording_per_source_and_limits():
     assert [n.sentence for n in notes] == ["ens1f0np0: 30 of 30 mappings map to nothing",
                                            "llama: 1 of 2 families map to nothing"]
     assert len(notes[0].as_json()["empty_mappings"]) == 20 and notes[0].as_json()["empty"] == 30
-    assert CoverageNote("gnmi", "a", 3, ("p",), 5).sentence == "a: 1 of 3 paths map to nothing; 5 new series " \
-                                                                "dropped by the series budget"
+    sentence = CoverageNote("gnmi", "a", 3, ("p",), 5).sentence
+    assert sentence == "a: 1 of 3 paths map to nothing; 5 new series dropped by the series budget"
 
 
 class _Notes(html.parser.HTMLParser):

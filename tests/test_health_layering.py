@@ -30,7 +30,8 @@ def test_import_resolution_of_relative_imports():
 
 
 def test_nothing_under_sources_imports_health():
-    offenders = {str(p.relative_to(PACKAGE)): sorted(m for m in _imported_modules(p) if m.startswith("infrapulse.health"))
+    offenders = {str(p.relative_to(PACKAGE)): sorted(m for m in _imported_modules(p)
+                                                     if m.startswith("infrapulse.health"))
                  for p in sorted((PACKAGE / "sources").rglob("*.py"))}
     assert {p: m for p, m in offenders.items() if m} == {}
     assert len(offenders) > 20  # the walk really covered the source packages

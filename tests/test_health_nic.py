@@ -64,7 +64,8 @@ def roce_port(ts: float, link_downed: float, symbol_errors: float) -> Snapshot:
     return snap
 
 
-def run(capture: str, change: dict[str, int], rdma: tuple[tuple[float, float], tuple[float, float]] | None = None):
+def run(capture: str, change: dict[str, int],
+        rdma: tuple[tuple[float, float], tuple[float, float]] | None = None):
     """Publish the capture, then the capture + `change` 60 s later; score both passes."""
     store = Store()
     service = service_for(store)
@@ -88,15 +89,17 @@ def test_global_pause_of_the_connectx6dx_capture_counts_as_pause_time():
     assert stats["tx_global_pause_duration"] == 5_961_284_324  # µs: 5,961 s paused, no PFC at all
     assert not [n for n in stats if "prio" in n and "pause" in n]
     # 36 s of the next minute paused (the µs counter), as the XDP_DROP load in the thread did.
-    report = run("mlx5-cx6dx-bpf2024-k6.5.txt", {"tx_global_pause_duration": 36_000_000, "tx_global_pause": 9000})
+    report = run("mlx5-cx6dx-bpf2024-k6.5.txt",
+                 {"tx_global_pause_duration": 36_000_000, "tx_global_pause": 9000})
     result = signal(report, "pfc_pause_ratio")
     assert result.known and result.worst.measurement.target == f"{IFACE} global pause tx"
     assert result.worst.measurement.value == pytest.approx(0.6)
     assert result.worst.measurement.labels == {"interface": IFACE, "direction": "tx"}
     assert result.score == 0.0 and "pfc_pause_ratio" in report.firing  # critical: the score is capped
     assert report.score == 0.0 and report.status == "critical"  # the only known signal, and it fires
-    assert report.detractors[0].sentence == (f"{IFACE} global pause tx: pause in effect 60.0% of the time over "
-                                             "the last 1m (802.3x global pause: this port paused its peer; bad at 20%)")
+    assert report.detractors[0].sentence == (f"{IFACE} global pause tx: pause in effect 60.0% of the time "
+                                             "over the last 1m (802.3x global pause: this port paused its "
+                                             "peer; bad at 20%)")
     # Frames have a duration beside them: the frames signal does not apply (no lost coverage).
     assert not signal(report, "pfc_pause_frames_rate").applicable
 
@@ -112,8 +115,8 @@ def test_one_phy_error_kind_is_read_never_the_sum_of_the_three():
     assert nic.value == pytest.approx(1.0)  # was 3.0 (sum of kinds), and 101.0 with tx_errors_phy
     assert nic.labels == {"interface": IFACE, "kind": "pcs_symbol"}
     assert result.score == 0.0
-    assert report.detractors[0].sentence == (f"{IFACE}: 1/s link errors over the last 1m (PCS symbol errors FEC "
-                                             "could not correct; bad at 1/s)")
+    assert report.detractors[0].sentence == (f"{IFACE}: 1/s link errors over the last 1m (PCS symbol errors "
+                                             "FEC could not correct; bad at 1/s)")
 
 
 def test_a_nic_without_pcs_symbol_falls_back_to_crc_and_ignores_transmit_errors():

@@ -97,7 +97,8 @@ def test_unknown_is_left_out_and_weights_renormalise():
     assert net.coverage == pytest.approx(0.5)
     assert serving.coverage == pytest.approx(1 / 6)
     assert report.coverage == pytest.approx((0.3 * 0.5 + 0.3 * (1 / 6)) / 0.6)
-    assert scoring.signal_json(next(s for s in serving.signals if s.signal.name == "ttft_p95"))["known"] is False
+    assert scoring.signal_json(next(s for s in serving.signals
+                                    if s.signal.name == "ttft_p95"))["known"] is False
 
 
 def test_nothing_known_is_unknown_not_healthy():
@@ -121,8 +122,10 @@ def test_counter_reset_inside_the_window():
     feed = Feed()
     # transmitted: 0 -> 4000 -> (reset) 1000 -> 5000 : increase 4000 + 1000 + 4000 = 9000
     # marked:      0 ->  100 -> (reset)   50 ->  200 : increase  100 +   50 +  150 =  300
-    feed.series("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ, [0.0, 4000.0, 1000.0, 5000.0], "leaf03")
-    feed.series("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", SWQ, [0.0, 100.0, 50.0, 200.0], "leaf03")
+    feed.series("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ,
+                [0.0, 4000.0, 1000.0, 5000.0], "leaf03")
+    feed.series("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", SWQ, [0.0, 100.0, 50.0, 200.0],
+                "leaf03")
     service = service_for(feed.store)
     feed.publish(service, step_seconds=20.0)
     result = signal(service.report, "ecn_marked_ratio")
@@ -145,18 +148,20 @@ def test_top_detractor_sentence():
     feed = Feed()
     feed.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ, 0, 10_000, "leaf03")
     feed.counter("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", SWQ, 0, 790, "leaf03")
-    feed.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", ("leaf03", "Ethernet4", "3"), 0, 10_000,
-                 "leaf03")
-    feed.counter("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", ("leaf03", "Ethernet4", "3"), 0, 300,
-                 "leaf03")
+    feed.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", ("leaf03", "Ethernet4", "3"), 0,
+                 10_000, "leaf03")
+    feed.counter("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", ("leaf03", "Ethernet4", "3"), 0,
+                 300, "leaf03")
     service = service_for(feed.store)
     feed.publish(service)
     top = service.report.detractors[0]
-    assert top.sentence == "leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert top.sentence == ("leaf03 Ethernet12 queue 3: 7.9% of packets ECN-marked over the last 1m "
+                            "(bad at 5%)")
     assert top.result.signal.name == "ecn_marked_ratio" and top.rank == 1
     second = service.report.detractors[1]
     assert second.target.measurement.target == "leaf03 Ethernet4 queue 3"
-    assert second.sentence == "leaf03 Ethernet4 queue 3: 3.0% of packets ECN-marked over the last 1m (bad at 5%)"
+    assert second.sentence == ("leaf03 Ethernet4 queue 3: 3.0% of packets ECN-marked over the last 1m "
+                               "(bad at 5%)")
 
 
 def test_critical_detractors_rank_first_and_carry_notes():
@@ -164,12 +169,15 @@ def test_critical_detractors_rank_first_and_carry_notes():
     feed.counter("gnmi", "infrapulse_switch_queue_transmitted_packets_total", SWQ, 0, 10_000, "leaf03")
     feed.counter("gnmi", "infrapulse_switch_queue_ecn_marked_packets_total", SWQ, 0, 5000, "leaf03")
     feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1)
-    feed.series("nvml", "infrapulse_gpu_xid_errors_total", GPU_LABELS + ("79",), [None, 1.0])  # first XID ever
-    feed.series("nvml", "infrapulse_gpu_xid_errors_total", GPU_LABELS + ("13",), [None, 4.0])  # application XID
+    feed.series("nvml", "infrapulse_gpu_xid_errors_total", GPU_LABELS + ("79",),
+                [None, 1.0])  # first XID ever
+    feed.series("nvml", "infrapulse_gpu_xid_errors_total", GPU_LABELS + ("13",),
+                [None, 4.0])  # application XID
     service = service_for(feed.store)
     feed.publish(service)
     report = service.report
-    assert report.detractors[0].sentence == "GPU 0: 1 critical XID error(s) over the last 5m (XID 79; bad at 1)"
+    assert report.detractors[0].sentence == ("GPU 0: 1 critical XID error(s) over the last 5m "
+                                             "(XID 79; bad at 1)")
     assert signal(report, "xid_other").worst.measurement.value == 0.0  # XID 13 is the application's
     assert report.firing == ["xid_critical"]
     assert report.components["gpu"].score == 0.0 and report.components["gpu"].capped_by == "xid_critical"

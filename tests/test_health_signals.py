@@ -43,7 +43,8 @@ def _pfc_ratio(f, x):
 
 
 def _nic_pfc_ratio(f, x):
-    f.counter("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"), 0, x * 60)
+    f.counter("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"), 0,
+              x * 60)
 
 
 def _pfc_frames(f, x):
@@ -67,7 +68,8 @@ def _nic_phy(f, x):
     # mlx5 counts one corrupted frame in crc, symbol and pcs_symbol alike: one kind is read.
     for kind in ("crc", "symbol", "pcs_symbol"):
         f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", kind), 386, 386 + x * 60)
-    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "transmit"), 0, 1e6)  # oversize tx drops
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "transmit"), 0,
+              1e6)  # oversize tx drops
 
 
 def _ib_symbol(f, x):
@@ -85,7 +87,8 @@ def _global_pause_frames(f, x):
 
 
 def _flaps(f, x):
-    f.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 10, 10 + 2 * x, "leaf03")
+    f.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 10, 10 + 2 * x,
+              "leaf03")
 
 
 def _link_downed(f, x):
@@ -109,9 +112,10 @@ def _cnp(f, x):
 
 
 def _retrans(f, x):
-    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("packet_seq_err",), 0, x * 20, "mlx5_0")
-    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("local_ack_timeout_err",), 0, x * 40,
-              "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("packet_seq_err",), 0,
+              x * 20, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_retransmission_events_total", PORT + ("local_ack_timeout_err",),
+              0, x * 40, "mlx5_0")
 
 
 def _oob(f, x):
@@ -200,8 +204,8 @@ def _endpoint_down(f, x):
 def _uplink(base_builder):
     def build(f, x):
         base_builder(f, x)
-        f.gauge("gnmi", "infrapulse_switch_lldp_neighbor_info", ("leaf03", "Ethernet12", HOST + ".example.net", "mlx5_0"),
-                1, "leaf03")
+        f.gauge("gnmi", "infrapulse_switch_lldp_neighbor_info",
+                ("leaf03", "Ethernet12", HOST + ".example.net", "mlx5_0"), 1, "leaf03")
         f.gauge("infiniband", "infrapulse_rdma_port_state", PORT, 4, "mlx5_0")  # this instance is a node too
     return build
 

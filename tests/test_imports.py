@@ -308,7 +308,8 @@ def test_a_cycle_through_a_function_level_import_is_reported() -> None:
 
 def test_a_type_checking_import_is_no_cycle_but_still_layering() -> None:
     edges = _edges_of({
-        "infrapulse.store": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .daemon import Daemon\n",
+        "infrapulse.store": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .daemon import "
+                            "Daemon\n",
         "infrapulse.daemon": "from .store import Store\nfrom .simulate.demo import run_demo\n",
     })
     assert find_cycles([e for e in edges if not e.type_checking]) == []

@@ -58,7 +58,8 @@ def fixture_devices() -> list[DeviceSpec]:
                    device_hw_counters=("np_cnp_sent", "rx_icrc_encapsulated")),
         DeviceSpec("i40iw0", hca_type="I40IW", board_id="I40IW Board ID", fw_ver="0.2",
                    node_guid="0000:0000:0000:0001", ports=[PortSpec(
-                       link_layer="Ethernet", netdev="eno1", rate="10 Gb/sec (4X)", counters="na", hw_counters=())]),
+                       link_layer="Ethernet", netdev="eno1", rate="10 Gb/sec (4X)", counters="na",
+                       hw_counters=())]),
         DeviceSpec("irdma0", hca_type="E810", board_id="E810-XXVDA2", fw_ver="1.57",
                    node_guid="0000:0000:0000:0002", ports=[PortSpec(
                        link_layer="Ethernet", netdev="ens9f0", rate="25 Gb/sec (1X EDR)", counters="absent",
@@ -118,14 +119,16 @@ async def test_exact_samples_from_fixture_tree(tree):
     assert value(values, "infrapulse_rdma_cnp_handled_total", **d0) == 5
     assert value(values, "infrapulse_rdma_out_of_buffer_total", **d0) == 4
     assert value(values, "infrapulse_rdma_retransmission_events_total", reason="packet_seq_err", **d0) == 3
-    assert value(values, "infrapulse_rdma_retransmission_events_total", reason="local_ack_timeout_err", **d0) == 2
+    assert value(values, "infrapulse_rdma_retransmission_events_total", reason="local_ack_timeout_err",
+                 **d0) == 2
     assert value(values, "infrapulse_rdma_hw_counter_total", counter="req_cqe_error", **d0) == 11
     assert value(values, "infrapulse_rdma_port_state", **d0) == 4
     assert value(values, "infrapulse_rdma_port_physical_state", **d0) == 5
     assert value(values, "infrapulse_rdma_port_rate_bytes_per_second", **d0) == 12.5e9
     assert value(values, "infrapulse_rdma_port_info", link_layer="Ethernet", netdev="ens1f0np0", **d0) == 1
     assert value(values, "infrapulse_rdma_device_info", device="mlx5_0", hca_type="MT4129",
-                 board_id="MT_0000000838", firmware_version="28.39.1002", node_guid="b83f:d203:00aa:0001") == 1
+                 board_id="MT_0000000838", firmware_version="28.39.1002",
+                 node_guid="b83f:d203:00aa:0001") == 1
     # Every hw counter of the port is exported exactly once, under one family or another.
     hw_families = ("infrapulse_rdma_ecn_marked_packets_total", "infrapulse_rdma_cnp_sent_total",
                    "infrapulse_rdma_cnp_handled_total", "infrapulse_rdma_cnp_ignored_total",
@@ -141,7 +144,8 @@ async def test_exact_samples_from_fixture_tree(tree):
                  netdev="") == 1
     assert value(values, "infrapulse_rdma_port_state", device="mlx5_2", port="2") == 1
     assert value(values, "infrapulse_rdma_port_physical_state", device="mlx5_2", port="2") == 3
-    assert value(values, "infrapulse_rdma_port_rate_bytes_per_second", device="mlx5_2", port="1") == 312_500_000
+    assert value(values, "infrapulse_rdma_port_rate_bytes_per_second", device="mlx5_2",
+                 port="1") == 312_500_000
     assert value(values, "infrapulse_rdma_port_rate_bytes_per_second", device="mlx5_2", port="2") == 1.25e9
     # Device-level hw_counters (switchdev mode) carry an empty port label.
     assert value(values, "infrapulse_rdma_cnp_sent_total", device="mlx5_2", port="") == tree.values[
@@ -150,7 +154,8 @@ async def test_exact_samples_from_fixture_tree(tree):
                  counter="rx_icrc_encapsulated") == tree.values["mlx5_2/hw_counters/rx_icrc_encapsulated"]
     for target in ("mlx5_0", "mlx5_1", "mlx5_2", "irdma0"):
         assert value(values, "infrapulse_source_up", source="infiniband", target=target) == 1
-        assert value(values, "infrapulse_source_status_info", source="infiniband", target=target, reason="ok") == 1
+        assert value(values, "infrapulse_source_status_info", source="infiniband", target=target,
+                     reason="ok") == 1
 
 
 async def test_saturated_counters_are_flagged(tree):
@@ -209,7 +214,8 @@ async def test_no_pma_counters_are_skipped_not_fatal(tree):
     assert not any(dict(labels).get("device") == "i40iw0"
                    for labels in samples_of(values, "infrapulse_rdma_port_transmitted_bytes_total"))
     assert value(values, "infrapulse_source_up", source="infiniband", target="i40iw0") == 1
-    assert value(values, "infrapulse_source_status_info", source="infiniband", target="i40iw0", reason="partial") == 1
+    assert value(values, "infrapulse_source_status_info", source="infiniband", target="i40iw0",
+                 reason="partial") == 1
     status = store.status[("infiniband", "i40iw0")]
     assert len(status.partial_errors) == len(PMA_COUNTER_BITS)
     assert f"ports/1/counters/port_xmit_data: {NO_PMA}" in status.partial_errors
@@ -301,8 +307,10 @@ def test_counters_advance_through_open_descriptors(tree):
     tree.write_text("mlx5_1/ports/1/state", "1: DOWN")  # shorter than before: truncated in place
     second = {r.target: r for r in reader.collect()}
     labels = ("mlx5_1", "1")
-    assert first["mlx5_1"].snapshot.get("infrapulse_rdma_port_transmitted_bytes_total", labels) != 4 * 123456789012
-    assert second["mlx5_1"].snapshot.get("infrapulse_rdma_port_transmitted_bytes_total", labels) == 4 * 123456789012
+    assert first["mlx5_1"].snapshot.get("infrapulse_rdma_port_transmitted_bytes_total",
+                                        labels) != 4 * 123456789012
+    assert second["mlx5_1"].snapshot.get("infrapulse_rdma_port_transmitted_bytes_total",
+                                         labels) == 4 * 123456789012
     assert second["mlx5_1"].snapshot.get("infrapulse_rdma_port_state", labels) == 1
     assert reader.scans == 1
     reader.close()
@@ -313,7 +321,8 @@ def test_value_caught_mid_rewrite_is_read(tree):
     (tree.class_dir / "mlx5_1/ports/1/counters/port_rcv_packets").write_bytes(b"987654\n21\n")
     reader = InfinibandReader(tree.root)
     results = {r.target: r for r in reader.collect()}
-    assert results["mlx5_1"].snapshot.get("infrapulse_rdma_port_received_packets_total", ("mlx5_1", "1")) == 987654
+    assert results["mlx5_1"].snapshot.get("infrapulse_rdma_port_received_packets_total",
+                                          ("mlx5_1", "1")) == 987654
     assert results["mlx5_1"].partial_errors == []
     reader.close()
 
@@ -373,7 +382,8 @@ def test_each_file_read_once_per_cycle(tree):
     for spec in fixture_devices():
         expected += len(spec.device_hw_counters)
         for port in spec.ports:
-            expected += 3 + len(port.hw_counters) + (len(PMA_COUNTER_BITS) if port.counters != "absent" else 0)
+            expected += 3 + len(port.hw_counters) + (len(PMA_COUNTER_BITS)
+                                                     if port.counters != "absent" else 0)
     assert len(reads) == expected
     reader.close()
 
@@ -388,7 +398,8 @@ def test_rdma_netdevs(tree):
 
 async def test_daemon_serves_infiniband_metrics(tree):
     config = f"interval: 1s\nsources:\n  infiniband:\n    sysfs_root: {tree.root}\n"
-    key = ("infrapulse_rdma_port_transmitted_bytes_total", frozenset({"device": "mlx5_0", "port": "1"}.items()))
+    key = ("infrapulse_rdma_port_transmitted_bytes_total",
+           frozenset({"device": "mlx5_0", "port": "1"}.items()))
     async with running_daemon(config) as daemon:
         values = await scrape_until(daemon, lambda v: key in v)
     assert value(values, "infrapulse_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == 4000

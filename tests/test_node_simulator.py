@@ -64,7 +64,8 @@ def test_bench_tree_layout(tmp_path):
     assert len(list((port / "counters").iterdir())) == 21
     assert len(list((port / "hw_counters").iterdir())) == 32  # 31 counters + lifespan
     assert (port / "hw_counters" / "lifespan").read_text() == "10\n"
-    assert int((port / "counters" / "port_xmit_data").read_text()) == tree.values["mlx5_3/ports/1/counters/port_xmit_data"]
+    written = tree.values["mlx5_3/ports/1/counters/port_xmit_data"]
+    assert int((port / "counters" / "port_xmit_data").read_text()) == written
 
 
 def test_demo_tree_has_the_awkward_devices(tmp_path):
@@ -117,7 +118,8 @@ def test_quiet_node_has_no_incidents(tmp_path):
     nic_start = read_nics(sim)
     run(sim, clock, 10)
     v = sim.tree.values
-    assert v[f"{VICTIM_DEVICE}/ports/1/counters/link_downed"] == start[f"{VICTIM_DEVICE}/ports/1/counters/link_downed"]
+    link_downed = f"{VICTIM_DEVICE}/ports/1/counters/link_downed"
+    assert v[link_downed] == start[link_downed]
     assert v[f"{VICTIM_DEVICE}/ports/1/hw_counters/packet_seq_err"] == start[
         f"{VICTIM_DEVICE}/ports/1/hw_counters/packet_seq_err"]
     nics = read_nics(sim)
@@ -175,8 +177,8 @@ def test_rdma_retrans(tmp_path):
     run(sim, clock, 10)
     after = read_rdma(sim)[VICTIM_DEVICE].snapshot
     fam = "infrapulse_rdma_retransmission_events_total"
-    for reason, at_least in (("packet_seq_err", 1000), ("local_ack_timeout_err", 100), ("out_of_sequence", 2000),
-                             ("roce_adp_retrans", 1000)):
+    for reason, at_least in (("packet_seq_err", 1000), ("local_ack_timeout_err", 100),
+                             ("out_of_sequence", 2000), ("roce_adp_retrans", 1000)):
         labels = (VICTIM_DEVICE, "1", reason)
         assert after.get(fam, labels) - before.get(fam, labels) >= at_least, reason
     # Only the victim: another port's sequence errors never moved from their initial value.
@@ -237,7 +239,8 @@ async def test_demo_part_feeds_the_daemon(tmp_path):
         ups = samples_of(values, "infrapulse_source_up")
         assert len(ups) == 10 + 8 and all(v == 1 for v in ups.values())
         # eno1 (i40e) maps to no family: up, but partial and empty in the coverage, not a quiet ok.
-        assert value(values, "infrapulse_source_status_info", source="ethtool", target="eno1", reason="partial") == 1
+        assert value(values, "infrapulse_source_status_info", source="ethtool", target="eno1",
+                     reason="partial") == 1
         assert value(values, "infrapulse_source_mapping_series", source="ethtool", target="eno1",
                      mapping="driver_stats") == 0
         assert value(values, "infrapulse_source_status_info", source="ethtool", target="ens10f0np0",

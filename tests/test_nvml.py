@@ -59,8 +59,8 @@ def test_every_family_is_mapped_in_base_units():
     values, errors, _ = poll(fake)
     assert errors == []
     g = {"gpu": "0", "uuid": "GPU-aaaa"}
-    assert value(values, "infrapulse_gpu_info", **g, name="NVIDIA H100 80GB HBM3", pci_bus_id="00000000:18:00.0",
-                 driver_version="570.133.20", cuda_version="12.8") == 1
+    assert value(values, "infrapulse_gpu_info", **g, name="NVIDIA H100 80GB HBM3",
+                 pci_bus_id="00000000:18:00.0", driver_version="570.133.20", cuda_version="12.8") == 1
     assert value(values, "infrapulse_gpu_healthy", **g) == 1
     assert value(values, "infrapulse_gpu_health_status_info", **g, reason="ok") == 1
     assert value(values, "infrapulse_gpu_utilization_ratio", **g) == pytest.approx(0.87)
@@ -76,11 +76,13 @@ def test_every_family_is_mapped_in_base_units():
     assert value(values, "infrapulse_gpu_temperature_celsius", **g, sensor="memory") == 71
     assert value(values, "infrapulse_gpu_clock_hertz", **g, clock="sm") == 1980e6  # MHz -> Hz
     assert value(values, "infrapulse_gpu_clock_hertz", **g, clock="memory") == 2619e6
-    events = {dict(k)["reason"]: v for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()}
+    events = {dict(k)["reason"]: v
+              for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()}
     assert events == {"gpu_idle": 0, "clocks_setting": 0, "power_cap": 1, "hw_slowdown": 0, "sync_boost": 0,
                       "sw_thermal": 1, "hw_thermal": 0, "hw_power_brake": 0, "display_clocks": 0}
     assert value(values, "infrapulse_gpu_performance_state", **g) == 2
-    ecc = {(dict(k)["type"], dict(k)["scope"]): v for k, v in samples_of(values, "infrapulse_gpu_ecc_errors_total").items()}
+    ecc = {(dict(k)["type"], dict(k)["scope"]): v
+           for k, v in samples_of(values, "infrapulse_gpu_ecc_errors_total").items()}
     assert ecc == {("corrected", "volatile"): 3, ("uncorrected", "volatile"): 1,
                    ("corrected", "aggregate"): 12, ("uncorrected", "aggregate"): 2}
     assert value(values, "infrapulse_gpu_remapped_rows_total", **g, type="correctable") == 4
@@ -88,8 +90,10 @@ def test_every_family_is_mapped_in_base_units():
     assert value(values, "infrapulse_gpu_row_remap_pending", **g) == 1
     assert value(values, "infrapulse_gpu_row_remap_failure", **g) == 0
     assert value(values, "infrapulse_gpu_pcie_replays_total", **g) == 5
-    assert value(values, "infrapulse_gpu_pcie_throughput_bytes_per_second", **g, direction="tx") == 1000 * 1024
-    assert value(values, "infrapulse_gpu_pcie_throughput_bytes_per_second", **g, direction="rx") == 2000 * 1024
+    assert value(values, "infrapulse_gpu_pcie_throughput_bytes_per_second", **g,
+                 direction="tx") == 1000 * 1024
+    assert value(values, "infrapulse_gpu_pcie_throughput_bytes_per_second", **g,
+                 direction="rx") == 2000 * 1024
     up = {dict(k)["link"]: v for k, v in samples_of(values, "infrapulse_gpu_nvlink_up").items()}
     assert up == {"0": 1, "1": 1, "2": 0, "3": 1}
     # KiB -> bytes: 100 KiB/s for 10 s on an up link; a down link carries nothing
@@ -177,7 +181,8 @@ def test_reset_required_in_a_field_value_marks_the_gpu_sick():
     fake._field = field
     values, errors, _ = poll(fake)
     assert value(values, "infrapulse_gpu_healthy", gpu="0", uuid="GPU-aaaa") == 0
-    assert value(values, "infrapulse_gpu_health_status_info", gpu="0", uuid="GPU-aaaa", reason="reset_required") == 1
+    assert value(values, "infrapulse_gpu_health_status_info", gpu="0", uuid="GPU-aaaa",
+                 reason="reset_required") == 1
     assert samples_of(values, "infrapulse_gpu_utilization_ratio") == {}  # nothing half-read is kept
 
 
@@ -190,8 +195,10 @@ def test_mig_instances_are_labelled_and_report_their_memory():
     assert errors == []
     g = {"gpu": "0", "uuid": "GPU-aaaa"}
     assert value(values, "infrapulse_gpu_mig_enabled", **g) == 1
-    assert value(values, "infrapulse_gpu_memory_used_bytes", **g, gpu_instance="1", mig_profile="3g.40gb") == 21474836480
-    assert value(values, "infrapulse_gpu_memory_total_bytes", **g, gpu_instance="5", mig_profile="1g.10gb") == 10468982784
+    assert value(values, "infrapulse_gpu_memory_used_bytes", **g, gpu_instance="1",
+                 mig_profile="3g.40gb") == 21474836480
+    assert value(values, "infrapulse_gpu_memory_total_bytes", **g, gpu_instance="5",
+                 mig_profile="1g.10gb") == 10468982784
     infos = [dict(k) for k in samples_of(values, "infrapulse_gpu_info")]
     mig_info = [i for i in infos if i.get("gpu_instance") == "1"][0]
     assert mig_info["name"] == "NVIDIA H100 80GB HBM3 MIG 3g.40gb" and mig_info["mig_uuid"].startswith("MIG-")
@@ -203,7 +210,8 @@ def test_mig_instances_are_labelled_and_report_their_memory():
 
 def test_throttle_episode_and_thermal_scenario_follow_the_clock():
     gpu = {**GPU0, "reasons": [],
-           "episodes": [{"from": 100, "to": 200, "reasons": ["power_cap"], "power_w": 700, "clock_sm_mhz": 1500}]}
+           "episodes": [{"from": 100, "to": 200, "reasons": ["power_cap"], "power_w": 700,
+                         "clock_sm_mhz": 1500}]}
     clock = Clock(50.0)
     board = ScenarioBoard()
     fake = FakeNvml(spec(gpu, scenarios={"gpu-thermal": {"gpu": 0, "reasons": ["hw_thermal", "hw_slowdown"],
@@ -212,7 +220,8 @@ def test_throttle_episode_and_thermal_scenario_follow_the_clock():
     poller = GpuPoller(fake)
 
     def active(values):
-        return {dict(k)["reason"] for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items() if v == 1}
+        return {dict(k)["reason"] for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()
+                if v == 1}
 
     values, _, _ = poll(fake, poller)
     assert active(values) == set()

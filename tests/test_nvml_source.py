@@ -145,7 +145,8 @@ async def test_xids_at_given_times_and_a_gpu_falling_off_the_bus(tmp_path):
     assert value(values, "infrapulse_gpu_xid_errors_total", gpu="1", uuid="GPU-bbbb", xid="79") == 1
     assert value(values, "infrapulse_gpu_last_xid", gpu="1", uuid="GPU-bbbb") == 79
     assert value(values, "infrapulse_gpu_healthy", gpu="1", uuid="GPU-bbbb") == 0
-    assert value(values, "infrapulse_gpu_health_status_info", gpu="1", uuid="GPU-bbbb", reason="gpu_is_lost") == 1
+    assert value(values, "infrapulse_gpu_health_status_info", gpu="1", uuid="GPU-bbbb",
+                 reason="gpu_is_lost") == 1
     assert fake.calls["event_set_create"] == 1  # the watcher was not restarted by the rescans
     assert value(values, "infrapulse_gpu_healthy", gpu="0", uuid="GPU-aaaa") == 1
     assert status.up and status.reason == "partial" and "gpu_is_lost" in status.message
@@ -184,7 +185,8 @@ async def test_no_library_with_enabled_auto_disables_the_source_and_the_daemon_r
     caplog.set_level(logging.INFO, logger="infrapulse.source.nvml")
     text = yaml.safe_dump({"interval": "1s", "sources": {"nvml": {"enabled": "auto"}}})
     async with running_daemon(text) as daemon:
-        await until(lambda: any("nvml source off" in r.getMessage() for r in caplog.records), what="the log line")
+        await until(lambda: any("nvml source off" in r.getMessage() for r in caplog.records),
+                    what="the log line")
         values = await scrape(daemon)
         assert ("nvml", "nvml") not in daemon.store.status
     record = next(r for r in caplog.records if "nvml source off" in r.getMessage())

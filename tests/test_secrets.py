@@ -77,8 +77,8 @@ sources:
       - {{name: bad-switch, address: "{bad.address}", password_env: WRONG_GNMI_PW}}
   serving:
     endpoints:
-      - {{name: good-ep, url: "http://127.0.0.1:{engine_port}/metrics", bearer_token_file: "{tmp_path / 'token'}",
-          headers_env: ENGINE_HEADERS}}
+      - {{name: good-ep, url: "http://127.0.0.1:{engine_port}/metrics",
+          bearer_token_file: "{tmp_path / 'token'}", headers_env: ENGINE_HEADERS}}
       - {{name: bad-ep, url: "http://127.0.0.1:{engine_port}/metrics", bearer_token_env: REJECTED_TOKEN,
           headers_env: ENGINE_HEADERS}}
 """)
@@ -101,7 +101,8 @@ sources:
             for _ in range(150):
                 await asyncio.sleep(0.2)
                 try:
-                    sources = {(s["source"], s["target"]): s for s in json.loads(await get("/api/v1/sources"))["sources"]}
+                    sources = {(s["source"], s["target"]): s
+                               for s in json.loads(await get("/api/v1/sources"))["sources"]}
                 except (aiohttp.ClientError, ValueError):
                     continue
                 wanted = [sources.get(("gnmi", "good-switch"), {}).get("up"),
@@ -140,4 +141,5 @@ sources:
     for name, text in outputs.items():
         for secret in SECRETS:
             assert secret not in text, f"{secret!r} leaked into {name}"
-            assert base64.b64encode(secret.encode()).decode() not in text, f"{secret!r} (base64) leaked into {name}"
+            assert base64.b64encode(secret.encode()).decode() not in text, \
+                f"{secret!r} (base64) leaked into {name}"

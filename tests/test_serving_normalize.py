@@ -69,10 +69,12 @@ def test_vllm_033_sums_data_parallel_engines():
     assert engine == "vllm"
     m = VLLM_MODEL
     ttft = one(snap, norm.TTFT, m, "vllm")
-    assert ttft == Histogram(cum(VLLM_TTFT, [0, 0, 1, 3, 6, 10, 15, 23, 50, 75, 87, 94, 97, 99, 100]), 36.75, 100.0)
-    assert one(snap, norm.ITL, m, "vllm") == Histogram(cum(VLLM_ITL, [150, 1500, 4400, 4890, 4980, 5000]), 160.5, 5000.0)
-    assert one(snap, norm.E2E, m, "vllm") == Histogram(cum(VLLM_LATENCY, [0, 1, 5, 10, 21, 35, 52, 85, 97, 100]),
-                                                       410.0, 100.0)
+    assert ttft == Histogram(cum(VLLM_TTFT, [0, 0, 1, 3, 6, 10, 15, 23, 50, 75, 87, 94, 97, 99, 100]),
+                             36.75, 100.0)
+    assert one(snap, norm.ITL, m, "vllm") == Histogram(cum(VLLM_ITL, [150, 1500, 4400, 4890, 4980, 5000]),
+                                                       160.5, 5000.0)
+    assert one(snap, norm.E2E, m, "vllm") == Histogram(
+        cum(VLLM_LATENCY, [0, 1, 5, 10, 21, 35, 52, 85, 97, 100]), 410.0, 100.0)
     assert one(snap, norm.QUEUE_TIME, m, "vllm") == Histogram(cum(VLLM_LATENCY, [95, 98, 100]), 11.5, 100.0)
     assert one(snap, norm.RUNNING, m, "vllm") == 12.0
     assert one(snap, norm.WAITING, m, "vllm") == 2.0
@@ -88,7 +90,8 @@ def test_vllm_033_sums_data_parallel_engines():
     assert one(snap, norm.REQUESTS, m, "vllm", "error") == 2.0
     assert one(snap, norm.REQUEST_DURATION, m, "vllm") == 410.0
     assert one(snap, norm.QUEUE_DURATION, m, "vllm") == 11.5
-    assert one(snap, norm.KV_XFER_SECONDS, m, "vllm") == Histogram(cum(NIXL_XFER, [0, 7, 32, 47, 50]), 0.76, 50.0)
+    assert one(snap, norm.KV_XFER_SECONDS, m, "vllm") == Histogram(cum(NIXL_XFER, [0, 7, 32, 47, 50]),
+                                                                   0.76, 50.0)
     assert one(snap, norm.KV_XFER_BYTES, m, "vllm") == 5.0e8
     assert one(snap, norm.KV_XFER_TIME, m, "vllm") == 0.76
     assert one(snap, norm.KV_XFER_COUNT, m, "vllm") == 50.0
@@ -207,7 +210,8 @@ def test_triton_trtllm_units_and_models():
     assert one(snap, norm.WAITING, "tensorrt_llm", "trtllm") == 5.0
     assert one(snap, norm.KV_USAGE, "tensorrt_llm", "trtllm") == 0.3
     ttft = one(snap, norm.TTFT, "ensemble", "trtllm")  # first-response histogram, ms -> s
-    assert ttft == Histogram(((0.1, 20.0), (0.5, 150.0), (2.0, 198.0), (5.0, 200.0), (INF, 200.0)), 61.0, 200.0)
+    assert ttft == Histogram(((0.1, 20.0), (0.5, 150.0), (2.0, 198.0), (5.0, 200.0), (INF, 200.0)),
+                             61.0, 200.0)
     durations = {k[2]: v for k, v in series(snap, norm.REQUEST_DURATION).items()}
     assert durations == pytest.approx({"ensemble": 250.0, "preprocessing": 1.2, "tensorrt_llm": 247.0,
                                        "postprocessing": 0.9})
@@ -241,8 +245,8 @@ def test_trtllm_serve():
     assert one(snap, norm.PREFIX_QUERIES, m, "trtllm") == 900000.0
     assert one(snap, norm.PREFIX_HITS, m, "trtllm") == 450000.0
     assert norm.PREFIX_HIT_RATIO.name not in snap.series
-    assert one(snap, norm.TTFT, m, "trtllm") == Histogram(cum(VLLM_TTFT, [0, 0, 0, 0, 10, 100, 300, 400, 450, 456]),
-                                                          36.0, 456.0)
+    assert one(snap, norm.TTFT, m, "trtllm") == Histogram(
+        cum(VLLM_TTFT, [0, 0, 0, 0, 10, 100, 300, 400, 450, 456]), 36.0, 456.0)
     assert one(snap, norm.ITL, m, "trtllm").count == 456.0
     assert one(snap, norm.E2E, m, "trtllm").sum == 700.0
     assert one(snap, norm.GENERATION_TOKENS, m, "trtllm") == 120000.0
@@ -342,10 +346,12 @@ def test_passthrough_reexposes_raw_families():
     store.publish("serving", "triton-a", snap, 60)
     values = render_store(store)
     key = ("nv_trt_llm_request_metrics",
-           frozenset({"endpoint": "triton-a", "model": "tensorrt_llm", "request_type": "waiting", "version": "1"}.items()))
+           frozenset({"endpoint": "triton-a", "model": "tensorrt_llm", "request_type": "waiting",
+                      "version": "1"}.items()))
     assert values[key] == 5.0
     # A counter without _total keeps its exact name (passed through untyped).
-    key = ("nv_inference_request_success", frozenset({"endpoint": "triton-a", "model": "ensemble", "version": "1"}.items()))
+    key = ("nv_inference_request_success",
+           frozenset({"endpoint": "triton-a", "model": "ensemble", "version": "1"}.items()))
     assert values[key] == 200.0
     # Histograms keep their raw unit and bounds.
     key = ("nv_inference_first_response_histogram_ms_bucket",

@@ -86,8 +86,8 @@ async def test_vllm_05_v0_values():
     m = "facebook/opt-125m"
     ttft = one(snap, norm.TTFT, m, "vllm")
     assert (ttft.count, ttft.sum) == (1.0, 0.31326723098754883)
-    assert [b for b, _ in ttft.buckets] == [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-                                            2.5, 5.0, 7.5, 10.0, float("inf")]
+    assert [b for b, _ in ttft.buckets] == [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                            1.0, 2.5, 5.0, 7.5, 10.0, float("inf")]
     itl = one(snap, norm.ITL, m, "vllm")  # V0's time_per_output_token
     assert (itl.count, itl.sum) == (6.0, 0.19016313552856445)
     e2e = one(snap, norm.E2E, m, "vllm")
@@ -243,11 +243,13 @@ async def test_truncated_capture_shows_in_api_and_mapping_series():
 
 async def test_an_engine_family_nobody_reads_is_counted_as_unmapped():
     text = real("serving", "vllm-0.5-v0-datadog-2024.prom").read_text()
-    text += "# HELP vllm:kv_cache_usage_ratio_v9 a renamed family\n# TYPE vllm:kv_cache_usage_ratio_v9 gauge\n"
+    text += ("# HELP vllm:kv_cache_usage_ratio_v9 a renamed family\n"
+             "# TYPE vllm:kv_cache_usage_ratio_v9 gauge\n")
     text += 'vllm:kv_cache_usage_ratio_v9{model_name="facebook/opt-125m"} 0.5\n'
     store = Store()
     async with serve(text) as url:
-        section = ServingSource.CONFIG.validate({"endpoints": [{"name": "ep", "url": url}]}, "sources.serving")
+        section = ServingSource.CONFIG.validate({"endpoints": [{"name": "ep", "url": url}]},
+                                                "sources.serving")
         source = ServingSource(section, SourceContext(store=store, interval=1.0))
         await source.poll_endpoint(source.endpoints[0])
         await source.poll_endpoint(source.endpoints[0])

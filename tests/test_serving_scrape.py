@@ -13,7 +13,8 @@ from aiohttp import web
 
 from infrapulse.scrape import ScrapeError, Scraper, ScrapeTarget, parse_headers_text, redact_url
 
-GOOD = '# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3.0\n'
+GOOD = ('# HELP vllm:num_requests_running r\n# TYPE vllm:num_requests_running gauge\n'
+        'vllm:num_requests_running{model_name="m"} 3.0\n')
 OM = "# TYPE x counter\nx_total 5.0\n# EOF\n"
 
 
@@ -113,7 +114,8 @@ async def test_plain_text_and_gzip(server, scraper):
         server.mode = mode
         result = await scraper.scrape(ScrapeTarget(server.url))
         fam = result.families["vllm:num_requests_running"]
-        assert fam.type == "gauge" and fam.samples[0].value == 3.0 and fam.samples[0].labels == {"model_name": "m"}
+        assert fam.type == "gauge"
+        assert fam.samples[0].value == 3.0 and fam.samples[0].labels == {"model_name": "m"}
         assert result.openmetrics is False
     assert "text/plain;version=0.0.4" in server.seen_headers[0]["Accept"]
 
@@ -191,7 +193,8 @@ async def test_headers_and_token_from_env(server, scraper, monkeypatch):
     server.mode = "auth"
     monkeypatch.setenv("IP_TEST_TOKEN", "s3cret-token")
     monkeypatch.setenv("IP_TEST_HEADERS", '{"X-Api-Key": "k1", "X-Tenant": "ml"}')
-    await scraper.scrape(ScrapeTarget(server.url, bearer_token_env="IP_TEST_TOKEN", headers_env="IP_TEST_HEADERS"))
+    await scraper.scrape(ScrapeTarget(server.url, bearer_token_env="IP_TEST_TOKEN",
+                                      headers_env="IP_TEST_HEADERS"))
     sent = server.seen_headers[-1]
     assert sent["X-Api-Key"] == "k1" and sent["X-Tenant"] == "ml"
     monkeypatch.setenv("IP_TEST_HEADERS", "not a header line")
@@ -217,7 +220,8 @@ def _make_cert(tmp_path):
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
             .sign(key, hashes.SHA256()))
     cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"

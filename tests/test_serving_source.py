@@ -63,7 +63,8 @@ async def test_bad_endpoint_is_down_with_reason_others_unaffected(engines, mode,
     bad.mode = mode
     endpoints = [{"name": "vllm-a", "url": vllm.url}, {"name": "sglang-a", "url": sglang.url},
                  {"name": "tgi-a", "url": tgi.url, "model": "mistral"},
-                 {"name": "broken", "url": bad.url, "timeout": "500ms", "max_response_bytes": 65536, "retries": 0}]
+                 {"name": "broken", "url": bad.url, "timeout": "500ms", "max_response_bytes": 65536,
+                  "retries": 0}]
     source = make_source(endpoints)
     try:
         await poll_all(source)
@@ -73,13 +74,14 @@ async def test_bad_endpoint_is_down_with_reason_others_unaffected(engines, mode,
         status = source.store.status_of("serving", "broken")
         assert (status.up, status.reason) == (False, reason)
         assert value(values, "infrapulse_source_up", source="serving", target="broken") == 0.0
-        assert value(values, "infrapulse_source_status_info", source="serving", target="broken", reason=reason) == 1
+        assert value(values, "infrapulse_source_status_info", source="serving", target="broken",
+                     reason=reason) == 1
         assert value(values, "infrapulse_llm_requests_running", endpoint="sglang-a", engine="sglang",
                      model="llama-3-8b") >= 0
-        assert value(values, "infrapulse_llm_time_to_first_token_seconds_count", endpoint="vllm-a", engine="vllm",
-                     model="llama-3-8b") > 0
-        assert value(values, "infrapulse_llm_e2e_request_latency_seconds_count", endpoint="tgi-a", engine="tgi",
-                     model="mistral") > 0
+        assert value(values, "infrapulse_llm_time_to_first_token_seconds_count", endpoint="vllm-a",
+                     engine="vllm", model="llama-3-8b") > 0
+        assert value(values, "infrapulse_llm_e2e_request_latency_seconds_count", endpoint="tgi-a",
+                     engine="tgi", model="mistral") > 0
         # Only endpoint_up is left of the broken endpoint: nothing stale.
         assert not [k for k in values if dict(k[1]).get("endpoint") == "broken" and "endpoint_up" not in k[0]]
         # Recovery when it returns (it serves a vLLM-format body).
@@ -87,7 +89,8 @@ async def test_bad_endpoint_is_down_with_reason_others_unaffected(engines, mode,
         await source.poll_endpoint(source.endpoints[3])
         values = render_store(source.store)
         assert value(values, "infrapulse_llm_endpoint_up", endpoint="broken", engine="vllm") == 1.0
-        assert value(values, "infrapulse_llm_requests_running", endpoint="broken", engine="vllm", model="m") == 3.0
+        assert value(values, "infrapulse_llm_requests_running", endpoint="broken", engine="vllm",
+                     model="m") == 3.0
         assert source.store.status_of("serving", "broken").reason == "ok"
     finally:
         await source.close()
@@ -109,7 +112,8 @@ async def test_unknown_engine_and_mismatch(engines):
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/metrics"
-    source = make_source([{"name": "node", "url": url}, {"name": "wrong", "url": vllm.url, "engine": "sglang"}])
+    source = make_source([{"name": "node", "url": url},
+                          {"name": "wrong", "url": vllm.url, "engine": "sglang"}])
     try:
         await poll_all(source)
         assert source.store.status_of("serving", "node").reason == "unknown_engine"
@@ -228,8 +232,10 @@ async def test_demo_part_runs_several_engines(tmp_path):
     ([{"name": "a", "url": "http://x/metrics"}, {"name": "a", "url": "http://y/metrics"}],
      "sources.serving.endpoints[1].name"),
     ([{"name": "a", "url": "ftp://x/metrics"}], "sources.serving.endpoints[0].url"),
-    ([{"name": "a", "url": "http://x/metrics", "keep_labels": ["gpu"]}], "sources.serving.endpoints[0].keep_labels[0]"),
-    ([{"name": "a", "url": "http://x/metrics", "interval": "1s", "timeout": "2s"}], "sources.serving.endpoints[0].timeout"),
+    ([{"name": "a", "url": "http://x/metrics", "keep_labels": ["gpu"]}],
+     "sources.serving.endpoints[0].keep_labels[0]"),
+    ([{"name": "a", "url": "http://x/metrics", "interval": "1s", "timeout": "2s"}],
+     "sources.serving.endpoints[0].timeout"),
     ([{"name": "a", "url": "http://x/metrics", "engine": "llamacpp"}], "sources.serving.endpoints[0].engine"),
 ])
 def test_config_errors_name_the_key(endpoints, path):

@@ -36,7 +36,8 @@ def families_by_source() -> dict[str, set[str]]:
 
 
 def dashboard_reads() -> set[str]:
-    return {name for board in load_dashboards().values() for q in queries(board) for name in FAMILY.findall(q.expr)}
+    return {name for board in load_dashboards().values() for q in queries(board)
+            for name in FAMILY.findall(q.expr)}
 
 
 def rule_reads() -> set[str]:
@@ -70,7 +71,8 @@ def test_source_is_in_the_example_config_of_its_role(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_source_is_in_the_readme_table(name: str) -> None:
     rows = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `")]
-    assert any(f"`{name}`" in row.split(" | ")[0] for row in rows), f"README.md's source table has no `{name}`"
+    assert any(f"`{name}`" in row.split(" | ")[0] for row in rows), \
+        f"README.md's source table has no `{name}`"
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))

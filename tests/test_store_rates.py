@@ -11,7 +11,8 @@ from infrapulse import catalog
 from infrapulse.rates import CounterHistory, counter_increase
 from infrapulse.store import Histogram, Snapshot, Store
 
-T_COUNTER = catalog.declare("infrapulse_test_things_total", catalog.COUNTER, "Things.", ("device",), source="test")
+T_COUNTER = catalog.declare("infrapulse_test_things_total", catalog.COUNTER, "Things.", ("device",),
+                            source="test")
 T_GAUGE = catalog.declare("infrapulse_test_level", catalog.GAUGE, "Level.", ("device",), source="test",
                           optional_labels=("pod",))
 T_HIST = catalog.declare("infrapulse_test_latency_seconds", catalog.HISTOGRAM, "Latency.", ("endpoint",),

@@ -122,7 +122,7 @@ def source_options(cfg: dict) -> dict:
     fake only when the documented testing key `sources.nvml.fake` asks for it."""
     from .sources.gpu.nvml import OPEN_FAKE_KEY
 
-    if not cfg["sources"]["nvml"].get("fake"):
+    if not cfg["sources"]["nvml"]["fake"]:
         return {}
     from .simulate.nvml_fake import open_fake
 

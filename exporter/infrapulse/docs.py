@@ -186,11 +186,13 @@ def cmd_docs(args: argparse.Namespace) -> int:
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("docs", help="regenerate or check docs/metrics.md, docs/configuration.md and "
                                          "the generated sections of docs/health.md",
-                            description="Regenerate (--write) or check (default) the generated reference docs "
-                                        "of an infrapulse source checkout (runs its scripts/generate_docs.py).")
+                            description="Regenerate (--write) or check (default) the generated reference "
+                                        "docs of an infrapulse source checkout (runs its "
+                                        "scripts/generate_docs.py).")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write the files instead of checking them")
     mode.add_argument("--check", action="store_true", help="exit 1 when a file is out of date (the default)")
     parser.add_argument("--root", metavar="DIR",
-                        help="the source checkout (default: the current directory or its nearest parent that is one)")
+                        help="the source checkout (default: the current directory or its nearest "
+                             "parent that is one)")
     parser.set_defaults(func=cmd_docs)

@@ -158,7 +158,8 @@ def compressed_rules(workdir: Path, factor: float = 30, window_floor: float = 15
         doc = yaml.safe_load(source.read_text())
         for group in doc["groups"]:
             for rule in group["rules"]:
-                expr = window.sub(lambda m: f"[{compress_duration(m.group(1), factor, window_floor)}]", rule["expr"])
+                expr = window.sub(lambda m: f"[{compress_duration(m.group(1), factor, window_floor)}]",
+                                  rule["expr"])
                 rule["expr"] = offset.sub(
                     lambda m: f"offset {compress_duration(m.group(1), factor, window_floor)}", expr)
                 if "for" in rule:

@@ -27,7 +27,8 @@ class PrometheusServer:
         config = {
             "global": {"scrape_interval": scrape_interval, "evaluation_interval": evaluation_interval},
             "scrape_configs": [
-                {"job_name": job, "scrape_interval": scrape_interval, "static_configs": [{"targets": targets}]}
+                {"job_name": job, "scrape_interval": scrape_interval,
+                 "static_configs": [{"targets": targets}]}
                 for job, targets in scrape_targets.items()
             ],
         }

@@ -70,7 +70,8 @@ def test_every_receiver_has_a_routes_case():
 
 
 def test_health_alerts_reach_both_teams():
-    assert routes_to({"alertname": "InfrapulseHealthScoreLow", "severity": "warning", "team": "all"}) == {"noc", "ml"}
+    assert routes_to({"alertname": "InfrapulseHealthScoreLow", "severity": "warning",
+                      "team": "all"}) == {"noc", "ml"}
     assert routes_to({"alertname": "InfrapulseHealthScoreLow", "severity": "critical", "team": "all"}) == {
         "noc-page", "ml-page"}
 
@@ -116,10 +117,10 @@ def test_real_alertmanager_delivers_and_inhibits(tmp_path):
                 # a cabled port down silences the congestion alerts of that port only
                 _alert("InfrapulseSwitchInterfaceDown", switch="leaf01", interface="Ethernet1",
                        severity="critical", team="noc"),
-                _alert("InfrapulseSwitchQueueEcnMarkingHigh", switch="leaf01", interface="Ethernet1", queue="3",
-                       severity="warning", team="noc"),
-                _alert("InfrapulseSwitchQueueEcnMarkingHigh", switch="leaf01", interface="Ethernet2", queue="3",
-                       severity="warning", team="noc"),
+                _alert("InfrapulseSwitchQueueEcnMarkingHigh", switch="leaf01", interface="Ethernet1",
+                       queue="3", severity="warning", team="noc"),
+                _alert("InfrapulseSwitchQueueEcnMarkingHigh", switch="leaf01", interface="Ethernet2",
+                       queue="3", severity="warning", team="noc"),
                 # an unreachable switch silences every port's congestion alerts
                 _alert("InfrapulseSwitchTelemetryDown", switch="leaf02", instance="f1:9477",
                        severity="critical", team="noc"),
@@ -154,8 +155,8 @@ def test_real_alertmanager_delivers_and_inhibits(tmp_path):
             assert delivered() == expected
             assert {auth for _, auth, _ in hook.notifications} == {"Bearer s3cret-token"}
 
-            status = {(a["labels"]["alertname"], a["labels"].get("interface", ""), a["labels"].get("instance", ""),
-                       a["labels"]["severity"]): a["status"]["inhibitedBy"]
+            status = {(a["labels"]["alertname"], a["labels"].get("interface", ""),
+                       a["labels"].get("instance", ""), a["labels"]["severity"]): a["status"]["inhibitedBy"]
                       for a in am.api("/api/v2/alerts")}
             assert status[("InfrapulseSwitchQueueEcnMarkingHigh", "Ethernet1", "", "warning")]
             assert not status[("InfrapulseSwitchQueueEcnMarkingHigh", "Ethernet2", "", "warning")]

@@ -95,7 +95,8 @@ def results(stack) -> dict[Query, list]:
             for query in queries(board):
                 if answers.get(query):
                     continue
-                expr = substitute(query.expr, values).replace('alertstate="firing"', 'alertstate=~"pending|firing"')
+                expr = substitute(query.expr, values).replace('alertstate="firing"',
+                                                              'alertstate=~"pending|firing"')
                 answers[query] = prom_query(stack.prometheus_url, expr)
                 pending += not answers[query]
         if not pending or time.monotonic() > deadline:
@@ -119,7 +120,8 @@ def test_correlation_join_finds_the_switch_ports_of_the_node(results):
 
     ports = answer("Switch ports serving $node", "A")
     assert {row["metric"]["hostname"] for row in ports} == {"gpu-node-01"}
-    assert all(row["metric"]["neighbor_system"] == "gpu-node-01" and row["metric"]["neighbor_port"] for row in ports)
+    assert all(row["metric"]["neighbor_system"] == "gpu-node-01" and row["metric"]["neighbor_port"]
+               for row in ports)
     facing = {(row["metric"]["switch"], row["metric"]["interface"]) for row in ports}
     assert len({switch for switch, _ in facing}) >= 2
     for ref in ("B", "C"):  # ECN-marked ratio, PFC pause-time ratio

@@ -166,7 +166,8 @@ sources:
                 assert status[("dcgm", "dcgm")]["reason"] == "not_prometheus"
                 async with session.get(base + "/metrics") as resp:
                     text = await resp.text()
-                assert 'infrapulse_gpu_healthy{gpu="1"' in text and 'infrapulse_switch_up{switch="leaf-b"} 0.0' in text
+                assert 'infrapulse_gpu_healthy{gpu="1"' in text
+                assert 'infrapulse_switch_up{switch="leaf-b"} 0.0' in text
 
                 # Faults clear: every instance recovers.
                 (tree.class_dir / "mlx5_1" / "ports.off").rename(tree.class_dir / "mlx5_1" / "ports")

@@ -46,16 +46,16 @@ def _inputs() -> list[dict]:
                 {**FABRIC, "switch": "leaf01", "interface": "Ethernet2",
                  "neighbor_system": "gpu-node-02.example.net", "neighbor_port": "mlx5_0"}, "1x40"),
         # Ethernet1 queue 3: 7.9% ECN-marked; queue 0 clean. Ethernet2: 0.2% marked.
-        _series("infrapulse_switch_queue_transmitted_packets_total", {**FABRIC, **q, "interface": "Ethernet1"},
-                "0+250x40"),
+        _series("infrapulse_switch_queue_transmitted_packets_total",
+                {**FABRIC, **q, "interface": "Ethernet1"}, "0+250x40"),
         _series("infrapulse_switch_queue_ecn_marked_packets_total", {**FABRIC, **q, "interface": "Ethernet1"},
                 "0+19.75x40"),
         _series("infrapulse_switch_queue_transmitted_packets_total",
                 {**FABRIC, "switch": "leaf01", "queue": "0", "interface": "Ethernet1"}, "0+250x40"),
         _series("infrapulse_switch_queue_ecn_marked_packets_total",
                 {**FABRIC, "switch": "leaf01", "queue": "0", "interface": "Ethernet1"}, "0x40"),
-        _series("infrapulse_switch_queue_transmitted_packets_total", {**FABRIC, **q, "interface": "Ethernet2"},
-                "0+1000x40"),
+        _series("infrapulse_switch_queue_transmitted_packets_total",
+                {**FABRIC, **q, "interface": "Ethernet2"}, "0+1000x40"),
         _series("infrapulse_switch_queue_ecn_marked_packets_total", {**FABRIC, **q, "interface": "Ethernet2"},
                 "0+2x40"),
         # PFC: Ethernet2 priority 3 rx paused 3 s of every 60 s (5%); Ethernet1 not at all.
@@ -118,14 +118,16 @@ def _expected() -> list[dict]:
 
 def _run(tmp_path, inputs, expected) -> subprocess.CompletedProcess:
     rules = tmp_path / "health.rules.yaml"
-    rules.write_text(yaml.safe_dump({"groups": [{"name": "health-promql", "rules": promql.recording_rules("1m")}]},
+    rules.write_text(yaml.safe_dump({"groups": [{"name": "health-promql",
+                                                 "rules": promql.recording_rules("1m")}]},
                                     sort_keys=False))
     test = tmp_path / "health.test.yaml"
     test.write_text(yaml.safe_dump({
         "rule_files": [str(rules)], "evaluation_interval": "15s",
         "tests": [{"interval": "15s", "input_series": inputs, "promql_expr_test": expected}],
     }, sort_keys=False))
-    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    check = subprocess.run([PROMTOOL, "check", "rules", str(rules)], capture_output=True, text=True,
+                           timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
     return subprocess.run([PROMTOOL, "test", "rules", str(test)], capture_output=True, text=True, timeout=60)
 

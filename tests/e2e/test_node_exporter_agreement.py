@@ -46,7 +46,8 @@ NODE_EXPORTER_EQUIVALENTS = {
 
 def scrape_node_exporter(sysfs_root: Path) -> str:
     """Run the Debian node_exporter on `sysfs_root` (infiniband collector only) and scrape it once."""
-    assert os.path.exists(NODE_EXPORTER), f"{NODE_EXPORTER} is missing: apt-get install prometheus-node-exporter"
+    assert os.path.exists(NODE_EXPORTER), \
+        f"{NODE_EXPORTER} is missing: apt-get install prometheus-node-exporter"
     port = free_port()
     proc = subprocess.Popen([NODE_EXPORTER, f"--path.sysfs={sysfs_root}", "--collector.disable-defaults",
                              "--collector.infiniband", f"--web.listen-address=127.0.0.1:{port}"],
@@ -87,4 +88,5 @@ async def test_counters_agree_with_node_exporter(tmp_path):
         compared += len(expected)
     # 4 devices with counters x ports; the N/A device only has state, phys_state, rate.
     assert compared == 3 * 5 + 21 * 4
-    assert value(theirs, "node_infiniband_port_data_transmitted_bytes_total", device="mlx5_0", port="1") == 4000
+    assert value(theirs, "node_infiniband_port_data_transmitted_bytes_total", device="mlx5_0",
+                 port="1") == 4000

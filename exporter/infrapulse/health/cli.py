@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                     "every signal and the top detractors. Exit code: 0 healthy, 1 degraded, 2 critical, "
                     "3 unknown or unreachable.")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"daemon base URL (default {DEFAULT_URL})")
-    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS", help="HTTP timeout (default 5)")
+    parser.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="HTTP timeout (default 5)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON instead of the table")
     parser.add_argument("--all", action="store_true", help="list signals without data too")
     parser.set_defaults(func=cmd_score)

@@ -21,6 +21,13 @@ def _signal_names() -> tuple[str, ...]:
     return tuple(SIGNALS)
 
 
+def _signal_good(name: str) -> float:
+    """An SLO's default is its signal's good threshold (bad is twice the SLO)."""
+    from .signals import SIGNALS
+
+    return SIGNALS[name].good
+
+
 def _default_critical() -> list[str]:
     from .signals import SIGNALS
 
@@ -84,8 +91,8 @@ CONFIG = Section(
     fields={
         "enabled": Bool("Compute and export the health score.", default=True),
         "interval": Duration("How often the score is computed (default: the daemon's interval). A fabric "
-                             "instance with 100k+ series may want 15s-30s: a pass costs about 10 us of CPU per "
-                             "counter series."),
+                             "instance with 100k+ series may want 15s-30s: a pass costs about 10 us of CPU "
+                             "per counter series."),
         "window": Duration("Window of rate and ratio signals (ECN ratio, PFC pause ratio, CNP rate, "
                            "TTFT p95 ...).", default="1m", min=1),
         "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "
@@ -98,8 +105,10 @@ CONFIG = Section(
                                 "default (0 disables the signal).", value=Float(min=0), default={}),
         "slo": Section(doc="Serving latency objectives: the good threshold of ttft_p95 / itl_p95 "
                            "(bad defaults to twice the SLO).", fields={
-            "ttft_p95_seconds": Float("Time-to-first-token p95 objective.", default=1.5, min=0.001),
-            "itl_p95_seconds": Float("Inter-token-latency p95 objective.", default=0.05, min=0.0001),
+            "ttft_p95_seconds": Float("Time-to-first-token p95 objective.",
+                                      default=_signal_good("ttft_p95"), min=0.001),
+            "itl_p95_seconds": Float("Inter-token-latency p95 objective.",
+                                     default=_signal_good("itl_p95"), min=0.0001),
         }),
         "thresholds": MapOf("Per-signal good/bad thresholds, e.g. "
                                   "{ecn_marked_ratio: {good: 0.001, bad: 0.05}}.",
@@ -110,8 +119,8 @@ CONFIG = Section(
                                    item=Str()),
         "critical_cap": Float("Highest overall score while any critical signal fires.",
                               default=40, min=0, max=100),
-        "status_thresholds": Section(doc="Score bands for the status word and `infrapulse score`'s exit code.",
-                                     fields={
+        "status_thresholds": Section(doc="Score bands for the status word and `infrapulse score`'s "
+                                         "exit code.", fields={
             "degraded": Float("Below this the status is degraded (exit 1).", default=80, min=0, max=100),
             "critical": Float("Below this the status is critical (exit 2).", default=50, min=0, max=100),
         }),

@@ -166,8 +166,8 @@ class EndpointWindow:
             while start + 1 < len(readings) and readings[start + 1].timestamp <= horizon:
                 start += 1
             readings = readings[start:]
-        restarted = [False] + [cur.started is not None and prev.started is not None and cur.started != prev.started
-                               for prev, cur in zip(readings, readings[1:])]
+        restarted = [False] + [cur.started is not None and prev.started is not None
+                               and cur.started != prev.started for prev, cur in zip(readings, readings[1:])]
         ttft, ttft_resets = windowed_delta([r.ttft for r in readings], restarted)
         itl, itl_resets = windowed_delta([r.itl for r in readings], restarted)
         covered = readings[-1].timestamp - readings[0].timestamp if len(readings) > 1 else 0.0

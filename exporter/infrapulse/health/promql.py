@@ -43,7 +43,10 @@ def uplink_ecn_marked_ratio(window: str = "1m") -> str:
     """Worst ECN-marked ratio over the queues of the switch ports serving each node."""
     return _served_by_port(f"""max by (switch, interface) (
     sum by (switch, interface, queue) (rate(infrapulse_switch_queue_ecn_marked_packets_total[{window}]))
-    / (sum by (switch, interface, queue) (rate(infrapulse_switch_queue_transmitted_packets_total[{window}])) > 0)
+    / (
+      sum by (switch, interface, queue) (rate(infrapulse_switch_queue_transmitted_packets_total[{window}]))
+      > 0
+    )
   )""")
 
 
@@ -94,9 +97,14 @@ CLUSTER_WEIGHTED_MEAN = """sum by (role) (
   ) > 0
 )"""
 
-CLUSTER_MIN = """min by (role) (infrapulse_health_score * on (job, instance) group_left (role) infrapulse_node_info)"""
+CLUSTER_MIN = """min by (role) (
+  infrapulse_health_score * on (job, instance) group_left (role) infrapulse_node_info
+)"""
 
-CLUSTER_SCORE = f"""(role:infrapulse_health_score:weighted_mean < (role:infrapulse_health_score:min + {CLUSTER_HEADROOM}))
+CLUSTER_SCORE = f"""(
+  role:infrapulse_health_score:weighted_mean
+  < (role:infrapulse_health_score:min + {CLUSTER_HEADROOM})
+)
 or
 ((role:infrapulse_health_score:min + {CLUSTER_HEADROOM}) and role:infrapulse_health_score:weighted_mean)"""
 
@@ -104,8 +112,10 @@ or
 def recording_rules(window: str = "1m") -> list[dict[str, str]]:
     """The rules as Prometheus rule-file entries (record name -> expression), in dependency order."""
     return [
-        {"record": "instance:infrapulse_health_uplink_ecn_marked_ratio:max", "expr": uplink_ecn_marked_ratio(window)},
-        {"record": "instance:infrapulse_health_uplink_pfc_pause_ratio:max", "expr": uplink_pfc_pause_ratio(window)},
+        {"record": "instance:infrapulse_health_uplink_ecn_marked_ratio:max",
+         "expr": uplink_ecn_marked_ratio(window)},
+        {"record": "instance:infrapulse_health_uplink_pfc_pause_ratio:max",
+         "expr": uplink_pfc_pause_ratio(window)},
         {"record": "instance:infrapulse_health_topology_score:mean", "expr": topology_score(window)},
         {"record": "role:infrapulse_health_score:weighted_mean", "expr": CLUSTER_WEIGHTED_MEAN},
         {"record": "role:infrapulse_health_score:min", "expr": CLUSTER_MIN},

@@ -174,7 +174,8 @@ class Readings:
                 prev = out.get(key)
                 out[key] = rate if prev is None else Rate(
                     prev.per_second + rate.per_second, prev.increase + rate.increase,
-                    max(prev.seconds, rate.seconds), prev.saturated or rate.saturated, prev.resets + rate.resets)
+                    max(prev.seconds, rate.seconds), prev.saturated or rate.saturated,
+                    prev.resets + rate.resets)
         self._rate_cache[cache_key] = out
         return out
 

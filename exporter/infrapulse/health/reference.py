@@ -32,7 +32,8 @@ def signal_table() -> str:
                     f"{s.weight:g} | {'yes' if s.critical else ''} |")
     weights = ", ".join(f"{k} {v:g}" for k, v in DEFAULT_COMPONENT_WEIGHTS.items())
     rows.append("")
-    rows.append(f"Component weights: {weights}. Critical XIDs: {', '.join(map(str, sorted(xid.CRITICAL_XIDS)))}; "
+    rows.append(f"Component weights: {weights}. "
+                f"Critical XIDs: {', '.join(map(str, sorted(xid.CRITICAL_XIDS)))}; "
                 f"application XIDs (not scored): {', '.join(map(str, sorted(xid.APPLICATION_XIDS)))}.")
     return "\n".join(rows)
 

@@ -58,25 +58,23 @@ class Settings:
 
 def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
     """Signal defaults overlaid with the `health:` config (thresholds, SLOs, weights, critical)."""
-    overrides = cfg.get("thresholds", {})
-    slo = cfg.get("slo", {})
-    windows = {"window": cfg.get("window", 60.0), "event_window": cfg.get("event_window", 300.0),
-               "instant": cfg.get("window", 60.0)}
-    critical = set(cfg["critical_signals"]) if cfg.get("critical_signals") is not None else \
-        {s.name for s in SIGNALS.values() if s.critical}
+    overrides = cfg["thresholds"]
+    slo = cfg["slo"]
+    windows = {"window": cfg["window"], "event_window": cfg["event_window"], "instant": cfg["window"]}
+    critical = set(cfg["critical_signals"])  # the schema fills in the signals marked critical
     out = {}
     for name, signal in SIGNALS.items():
         good, bad = signal.good, signal.bad
-        if name == "ttft_p95" and slo.get("ttft_p95_seconds"):
+        if name == "ttft_p95":
             good, bad = slo["ttft_p95_seconds"], 2 * slo["ttft_p95_seconds"]
-        elif name == "itl_p95" and slo.get("itl_p95_seconds"):
+        elif name == "itl_p95":
             good, bad = slo["itl_p95_seconds"], 2 * slo["itl_p95_seconds"]
         base = overrides.get(signal.thresholds_from) if signal.thresholds_from else None
         for source in (base, overrides.get(name)):
             if source:
-                good = source["good"] if source.get("good") is not None else good
-                bad = source["bad"] if source.get("bad") is not None else bad
-        weight = cfg.get("signal_weights", {}).get(name, signal.weight)
+                good = source["good"] if source["good"] is not None else good
+                bad = source["bad"] if source["bad"] is not None else bad
+        weight = cfg["signal_weights"].get(name, signal.weight)  # unnamed signals keep their own
         out[name] = Settings(good, bad, weight, name in critical, windows[signal.window])
     return out
 
@@ -163,7 +161,7 @@ class Report:
 def status_of(score: float | None, cfg: dict[str, Any]) -> str:
     if score is None:
         return UNKNOWN
-    levels = cfg.get("status_thresholds", {"degraded": 80.0, "critical": 50.0})
+    levels = cfg["status_thresholds"]
     if score < levels["critical"]:
         return CRITICAL
     if score < levels["degraded"]:
@@ -181,7 +179,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
              max_detractors: int | None = None) -> Report:
     """Score one pass. `measured[name]` is None when the signal does not apply here."""
     settings = settings or resolve_settings(cfg)
-    weights = cfg.get("weights", {})
+    weights = cfg["weights"]  # every component: the schema fills in the ones not named
     components: dict[str, ComponentResult] = {}
     for name, signal in SIGNALS.items():
         values = measured.get(name)
@@ -194,7 +192,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         comp = components.get(signal.component)
         if comp is None:
             comp = components[signal.component] = ComponentResult(
-                signal.component, weights.get(signal.component, 0.0), [])
+                signal.component, weights[signal.component], [])
         comp.signals.append(result)
 
     for comp in components.values():
@@ -211,14 +209,15 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
                 comp.score = worst_score
                 comp.capped_by = worst.signal.name
 
-    scored_components = [(c.weight, c.score) for c in components.values() if c.score is not None and c.weight > 0]
+    scored_components = [(c.weight, c.score) for c in components.values()
+                         if c.score is not None and c.weight > 0]
     raw = _weighted(scored_components)
     applicable_components = [c for c in components.values() if c.applicable and c.weight > 0]
     total_weight = sum(c.weight for c in applicable_components)
     coverage = (sum(c.weight * c.coverage for c in applicable_components) / total_weight
                 if total_weight > 0 else 0.0)
     firing = sorted(s.signal.name for c in components.values() for s in c.signals if s.firing)
-    cap = float(cfg.get("critical_cap", 40.0))
+    cap = float(cfg["critical_cap"])
     score = raw
     capped_by: list[str] = []
     if raw is not None and firing and raw > cap:
@@ -229,9 +228,9 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         score=score, raw_score=raw, status=status_of(score, cfg), coverage=coverage,
         components=components, detractors=[], capped_by=capped_by, cap=cap if firing else None,
         firing=firing,
-        window_seconds=cfg.get("window", 60.0), event_window_seconds=cfg.get("event_window", 300.0),
+        window_seconds=cfg["window"], event_window_seconds=cfg["event_window"],
     )
-    report.detractors = top_detractors(report, max_detractors or cfg.get("detractors", 5))
+    report.detractors = top_detractors(report, max_detractors or cfg["detractors"])
     report.component_scores = {name: c.score for name, c in components.items()}
     return report
 
@@ -261,7 +260,8 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
     best = heapq.nsmallest(count, candidates(), key=lambda c: c[0])
     out = []
     for rank, (_, comp, result, target, impact) in enumerate(best, start=1):
-        text = sentence(result.signal, target.measurement, result.settings.bad, result.settings.window_seconds)
+        text = sentence(result.signal, target.measurement, result.settings.bad,
+                        result.settings.window_seconds)
         out.append(Detractor(rank, comp.name, result, target, impact, text))
     return out
 
@@ -293,7 +293,8 @@ def signal_json(result: SignalResult, worst: int = 3) -> dict[str, Any]:
         "value_text": format_value(s.unit, worst_target.measurement.value) if worst_target else None,
         "target": worst_target.measurement.target if worst_target else None,
         "targets": len(result.targets) if result.known else 0,
-        "worst": [_target_json(result, t) for t in result.targets[:worst] if t.score < 100] if result.known else [],
+        "worst": ([_target_json(result, t) for t in result.targets[:worst] if t.score < 100]
+                  if result.known else []),
     }
 
 

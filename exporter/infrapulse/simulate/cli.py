@@ -105,7 +105,8 @@ def add_parser(sub) -> None:
     p.set_defaults(func=cmd_gnmi)
 
     p = cmds.add_parser("serving", help="serve one simulated engine's /metrics until interrupted")
-    p.add_argument("--engine", default="vllm", help="vllm, vllm-v0, vllm-ray, sglang, triton-trtllm, trtllm-serve, tgi")
+    p.add_argument("--engine", default="vllm",
+                   help="vllm, vllm-v0, vllm-ray, sglang, triton-trtllm, trtllm-serve, tgi")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--rate", type=float, default=2.0, help="request arrival rate per second")
     p.set_defaults(func=cmd_serving)

@@ -46,8 +46,10 @@ FIELDS = (
     ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
     ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
     ("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB)."),
-    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
-    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter",
+     "Total number of NVLink bandwidth counters for all lanes."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter",
+     "Number of remapped rows for uncorrectable errors"),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
     ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
@@ -96,17 +98,20 @@ class GpuExposition:
             if not gpu.migs:
                 self._rows(rows, gpu, values, [], self.pods.get(gpu.index))
             for copy, mig in enumerate(gpu.migs):
-                used = int(mig.mig["memory_used"]) // MIB
+                spec = mig.mig
+                assert spec is not None  # FakeGpu.migs holds MIG handles only
+                used = int(spec["memory_used"]) // MIB
+                total = int(spec["memory_total"]) // MIB
                 own = {
                     "DCGM_FI_DEV_FB_USED": used,
-                    "DCGM_FI_DEV_FB_FREE": int(mig.mig["memory_total"]) // MIB - used,
-                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(used / max(1, int(mig.mig["memory_total"]) // MIB), 6),
+                    "DCGM_FI_DEV_FB_FREE": total - used,
+                    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": round(used / max(1, total), 6),
                     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.21,
                     "DCGM_FI_PROF_DRAM_ACTIVE": 0.34,
                 }
-                instance = int(mig.mig["gpu_instance"])
+                instance = int(spec["gpu_instance"])
                 self._rows(rows, gpu, {**self._physical_copy(values, copy, len(gpu.migs)), **own},
-                           [("GPU_I_PROFILE", mig.mig["profile"]), ("GPU_I_ID", str(instance))],
+                           [("GPU_I_PROFILE", spec["profile"]), ("GPU_I_ID", str(instance))],
                            self.pods.get((gpu.index, instance)))
         out = []
         for name, type_, help_ in FIELDS:
@@ -221,7 +226,12 @@ class FakeDcgmExporter:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.requests += 1
-        text = self.body if self.body is not None else self.exposition.render()
+        if self.body is not None:
+            text = self.body
+        elif self.exposition is not None:
+            text = self.exposition.render()
+        else:
+            raise RuntimeError("FakeDcgmExporter needs an exposition or a fixed body")
         return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     async def start(self) -> str:
@@ -231,7 +241,7 @@ class FakeDcgmExporter:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - learn the port of port 0
+        port = self._runner.addresses[0][1]  # the port actually bound (port 0 = any free one)
         self.url = f"http://{self.host}:{port}/metrics"
         return self.url
 

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import shutil
+from typing import TYPE_CHECKING
 
 from .dcgm_exporter import FakeDcgmExporter, GpuExposition
 from .nvml_fake import DEFAULT_DATA, FakeNvml, register_live, unregister_live
 from .nvml_fake import SCENARIOS as SCENARIOS  # the demo lists the SCENARIOS of modules with a demo_part
 
+if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
+    from .demo import DemoContext, DemoPart
+
 # Kubernetes attribution the demo's dcgm-exporter puts on GPUs (as its pod-resources mapping would).
-DEMO_PODS = {3: ("vllm", "llm", "vllm-llama-70b-0"), 4: ("vllm", "llm", "vllm-llama-70b-1")}
+DEMO_PODS: dict[int | tuple[int, int], tuple[str, str, str]] = {
+    3: ("vllm", "llm", "vllm-llama-70b-0"),
+    4: ("vllm", "llm", "vllm-llama-70b-1"),
+}
 
 
-async def demo_part(ctx):
+async def demo_part(ctx: DemoContext) -> DemoPart:
     """The node's GPUs: nvml reads the fake, dcgm reads a fake dcgm-exporter over the same GPUs.
 
     Both sources run, as they would on a node with dcgm-exporter deployed: dcgm provides only

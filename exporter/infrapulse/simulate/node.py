@@ -16,11 +16,15 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..sources.nic.infiniband import PMA_COUNTER_BITS
 from .nic_stats import NicStats, write_stats
 from .scenarios import ScenarioBoard
 from .sysfs_tree import SysfsTree, demo_devices, write_tree
+
+if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
+    from .demo import DemoContext, DemoPart
 
 log = logging.getLogger("infrapulse.simulate.node")
 
@@ -254,7 +258,7 @@ def netdev_driver(device: str) -> str:
     raise ValueError(f"{device}: no simulated NIC driver for this RDMA device")
 
 
-async def demo_part(ctx):
+async def demo_part(ctx: DemoContext) -> DemoPart:
     from .demo import DemoPart
 
     sysfs_root = ctx.workdir / "node-sysfs"

@@ -27,8 +27,12 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
+    from .demo import DemoContext, DemoPart
 
 SCENARIOS = {
     "ttft-surge": "serving engines prefill 8x slower: TTFT p95 rises well past its SLO",
@@ -39,20 +43,23 @@ SCENARIOS = {
 # -- bucket bounds (reference section 3.1, 4, 5) -------------------------------------------------
 VLLM_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
              40.0, 80.0, 160.0, 640.0, 2560.0)
-VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
-VLLM_LATENCY = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
-                480.0, 960.0, 1920.0, 7680.0)
+VLLM_ITL = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+            40.0, 80.0)
+VLLM_LATENCY = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                240.0, 480.0, 960.0, 1920.0, 7680.0)
 VLLM_V0_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 VLLM_V0_TPOT = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 VLLM_V0_E2E = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 NIXL_XFER = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0)
 NIXL_BYTES = tuple(float(2 ** (10 + i)) for i in range(1, 25, 2))
 SGLANG_TTFT = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
-SGLANG_ITL = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
-              0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
-SGLANG_E2E = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400)
-SGLANG_QUEUE = (0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70,
-                80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000)
+SGLANG_ITL = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+              0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
+SGLANG_E2E = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800,
+              2400)
+SGLANG_QUEUE = (0, 0.001, 0.005, 0.010, 0.050, 0.100, 0.200, 0.500, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60,
+                70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000,
+                2500, 3000)
 SGLANG_XFER_MS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 SGLANG_XFER_MB = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
 TRTLLM_TPOT = VLLM_ITL[:19]
@@ -245,7 +252,8 @@ class Writer:
     def sample(self, name: str, labels: dict, value: float) -> None:
         self.lines.append(f"{name}{self._lab(labels)} {_fmt(value)}")
 
-    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0, order: str = "buckets-first") -> None:
+    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0,
+                  order: str = "buckets-first") -> None:
         """`scale` converts units for engines that report ms (the bounds stay the engine's).
         `order="sum-first"`: `_sum`, buckets, `_count`, as prometheus_client's multiprocess
         collector writes them (SGLang, trtllm-serve captures)."""
@@ -267,8 +275,10 @@ def render_vllm(ranks: list[LoadModel], model: str) -> str:
     w = Writer()
     gauges = [("vllm:num_requests_running", "Number of requests in model execution batches.",
                lambda m: len(m.running) + len(m.prefilling)),
-              ("vllm:num_requests_waiting", "Number of requests waiting to be processed.", lambda m: len(m.queue)),
-              ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", lambda m: m.kv_usage)]
+              ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+               lambda m: len(m.queue)),
+              ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+               lambda m: m.kv_usage)]
     for name, help_, get in gauges:
         w.head(name, "gauge", help_)
         for i, m in enumerate(ranks):
@@ -276,12 +286,14 @@ def render_vllm(ranks: list[LoadModel], model: str) -> str:
     counters = [("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda m: m.prompt_tokens),
                 ("vllm:generation_tokens", "Number of generation tokens processed.",
                  lambda m: math.floor(m.generation_tokens)),
-                ("vllm:num_preemptions", "Cumulative number of preemption from the engine.", lambda m: m.preemptions),
+                ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+                 lambda m: m.preemptions),
                 ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
                  lambda m: m.prompt_tokens),
                 ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
                  lambda m: m.cached_tokens),
-                ("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.", lambda m: 0.0)]
+                ("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.",
+                 lambda m: 0.0)]
     for name, help_, get in counters:
         w.head(name + "_total", "counter", help_)
         for i, m in enumerate(ranks):
@@ -289,7 +301,8 @@ def render_vllm(ranks: list[LoadModel], model: str) -> str:
     w.head("vllm:request_success_total", "counter", "Count of successfully processed requests.")
     for i, m in enumerate(ranks):
         for reason in ("stop", "length", "abort", "error", "repetition"):
-            w.sample("vllm:request_success_total", {"model_name": model, "engine": str(i), "finished_reason": reason},
+            w.sample("vllm:request_success_total",
+                     {"model_name": model, "engine": str(i), "finished_reason": reason},
                      m.finished.get(reason, 0.0))
     hists = [("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", "ttft"),
              ("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", "itl"),
@@ -310,11 +323,13 @@ def render_vllm(ranks: list[LoadModel], model: str) -> str:
 
 
 # Ray Serve 2.32's labels on every application metric (vllm-0.6-ray2.32-datadog-2024.prom).
-RAY_LABELS = {"Component": "core_worker", "NodeAddress": "10.0.0.7", "SessionName": "session_2024-12-11_21-36-21_1",
-              "Version": "2.32.0", "WorkerId": "6ad5887a3c1c6cefcfa31b4f9a55bdca247686ca9bcd217726128dc8"}
+RAY_LABELS = {"Component": "core_worker", "NodeAddress": "10.0.0.7",
+              "SessionName": "session_2024-12-11_21-36-21_1", "Version": "2.32.0",
+              "WorkerId": "6ad5887a3c1c6cefcfa31b4f9a55bdca247686ca9bcd217726128dc8"}
 
 
-def render_vllm_v0(m: LoadModel, model: str, prefix: str = "vllm:", extra: dict[str, str] | None = None) -> str:
+def render_vllm_v0(m: LoadModel, model: str, prefix: str = "vllm:",
+                   extra: dict[str, str] | None = None) -> str:
     """vLLM 0.5/0.6 (V0 engine), as vllm-0.5-v0-datadog-2024.prom: no `engine` label,
     gpu_cache_usage_perc, time_per_output_token, no `_created` series, prefix-cache hit rates of -1
     ("no data": prefix caching off, V0's default). Under Ray Serve (`prefix="ray_vllm:"` with Ray's
@@ -322,7 +337,8 @@ def render_vllm_v0(m: LoadModel, model: str, prefix: str = "vllm:", extra: dict[
     w = Writer(sort_labels=bool(extra))
     lab = {**(extra or {}), "model_name": model}
     for name, help_, value in [
-        ("num_requests_running", "Number of requests currently running on GPU.", len(m.running) + len(m.prefilling)),
+        ("num_requests_running", "Number of requests currently running on GPU.",
+         len(m.running) + len(m.prefilling)),
         ("num_requests_swapped", "Number of requests swapped to CPU.", 0.0),
         ("num_requests_waiting", "Number of requests waiting to be processed.", len(m.queue)),
         ("gpu_cache_usage_perc", "GPU KV-cache usage. 1 means 100 percent usage.", m.kv_usage),
@@ -366,14 +382,16 @@ def render_sglang(m: LoadModel, model: str, tp: int = 2) -> str:
     ]:
         w.head(name, "gauge", help_)
         for rank in range(tp):
-            w.sample(name, {"model_name": model, "engine_type": "unified", "tp_rank": str(rank), "pp_rank": "0",
-                            "moe_ep_rank": "0"}, value)
+            w.sample(name,
+                     {"model_name": model, "engine_type": "unified", "tp_rank": str(rank), "pp_rank": "0",
+                      "moe_ep_rank": "0"}, value)
     base = {"model_name": model, "engine_type": "unified"}
     for name, help_, value, extra in [
         ("sglang:prompt_tokens_total", "Number of prefill tokens processed.", m.prompt_tokens, {}),
         ("sglang:generation_tokens_total", "Number of generation tokens processed.",
          math.floor(m.generation_tokens), {}),
-        ("sglang:cached_tokens_total", "Number of cached prompt tokens.", m.cached_tokens, {"cache_source": "total"}),
+        ("sglang:cached_tokens_total", "Number of cached prompt tokens.", m.cached_tokens,
+         {"cache_source": "total"}),
         ("sglang:num_requests_total", "Number of requests processed.",
          sum(m.finished.values()), {"is_streaming": "true"}),
         ("sglang:num_aborted_requests_total", "Number of requests aborted.", m.finished["abort"], {}),
@@ -401,9 +419,11 @@ def render_triton(m: LoadModel, model: str) -> str:
     models = ("ensemble", "preprocessing", model, "postprocessing")
     for name, help_, value in [
         ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", done),
-        ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", m.finished["abort"]),
+        ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
+         m.finished["abort"]),
         ("nv_inference_count", "Number of inferences performed (does not include cached requests)", done),
-        ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", done),
+        ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)",
+         done),
         ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds "
                                              "(includes cached requests)", e2e_us),
         ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds "
@@ -435,8 +455,8 @@ def render_triton(m: LoadModel, model: str) -> str:
     for typ in ("kv_cache_transfer_ms", "request_count"):
         w.sample("nv_trt_llm_disaggregated_serving_metrics", {**lab, "disaggregated_serving_type": typ}, 0.0)
     w.head("nv_trt_llm_inflight_batcher_metrics", "gauge", "TRT LLM inflight_batcher-specific metrics")
-    w.sample("nv_trt_llm_inflight_batcher_metrics", {**lab, "inflight_batcher_specific_metric": "generation_requests"},
-             len(m.running))
+    w.sample("nv_trt_llm_inflight_batcher_metrics",
+             {**lab, "inflight_batcher_specific_metric": "generation_requests"}, len(m.running))
     w.head("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)")
     w.sample("nv_gpu_utilization", {"gpu_uuid": "GPU-7c3a0d2e-5b1f-4a8e-9d6c-2f0e1b3a4c5d"},
              min(0.99, 0.2 + 0.8 * len(m.running) / m.batch_limit))
@@ -492,7 +512,8 @@ def render_tgi(m: LoadModel, model: str) -> str:
     for name, help_, hist in (("tgi_request_input_length", "Input token length per request", inp),
                               ("tgi_request_duration", "Request duration", m.e2e),
                               ("tgi_request_queue_duration", "Request queue duration", m.queue_time),
-                              ("tgi_request_mean_time_per_token_duration", "Mean time per token per request", m.itl),
+                              ("tgi_request_mean_time_per_token_duration", "Mean time per token per request",
+                               m.itl),
                               ("tgi_request_generated_tokens", "Generated tokens per request", gen)):
         head(name, "histogram", help_)
         w.histogram(name, {}, hist)
@@ -519,7 +540,8 @@ class EngineServer:
     """One simulated engine on 127.0.0.1:<port>/metrics."""
 
     def __init__(self, variant: str, model: str = "llama-3-8b", arrival_rate: float = 2.0, seed: int = 1,
-                 scenarios=None, dp_ranks: int = 1, clock: Callable[[], float] = time.monotonic, **load) -> None:
+                 scenarios=None, dp_ranks: int = 1, clock: Callable[[], float] = time.monotonic,
+                 **load) -> None:
         if variant not in ENGINE_VARIANTS:
             raise ValueError(f"unknown engine variant {variant!r}")
         self.variant = variant
@@ -529,9 +551,10 @@ class EngineServer:
         self._t0 = clock()
         ttft, itl, e2e, queue = _BOUNDS[variant]
         ranks = dp_ranks if variant == "vllm" else 1
-        self.ranks = [LoadModel(arrival_rate=arrival_rate / ranks, seed=seed + i, ttft_bounds=ttft, itl_bounds=itl,
-                                e2e_bounds=e2e, queue_bounds=queue, load_factor=self._load_factor,
-                                prefill_factor=self._prefill_factor, **load) for i in range(ranks)]
+        self.ranks = [LoadModel(arrival_rate=arrival_rate / ranks, seed=seed + i, ttft_bounds=ttft,
+                                itl_bounds=itl, e2e_bounds=e2e, queue_bounds=queue,
+                                load_factor=self._load_factor, prefill_factor=self._prefill_factor, **load)
+                      for i in range(ranks)]
         self._restarted_at: float | None = None
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -600,7 +623,7 @@ class EngineServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001 - learn the free port
+        self.port = self._runner.addresses[0][1]  # the port actually bound (port 0 = any free one)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -608,23 +631,24 @@ class EngineServer:
             self._runner = None
 
 
-DEMO_ENGINES = (
-    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", {"dp_ranks": 2, "arrival_rate": 4.0}),
-    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", {"arrival_rate": 3.0}),
-    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", {"arrival_rate": 2.0}),
-    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", {"arrival_rate": 1.0}),
+# (endpoint name, engine variant, model, requests/s, data-parallel ranks)
+DEMO_ENGINES: tuple[tuple[str, str, str, float, int], ...] = (
+    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", 4.0, 2),
+    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", 3.0, 1),
+    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", 2.0, 1),
+    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", 1.0, 1),
 )
 
 
-async def demo_part(ctx):
+async def demo_part(ctx: DemoContext) -> DemoPart:
     from .demo import DemoPart
 
     servers: list[EngineServer] = []
-    endpoints = []
+    endpoints: list[dict[str, str]] = []
     try:
-        for i, (name, variant, model, opts) in enumerate(DEMO_ENGINES):
+        for i, (name, variant, model, arrival_rate, dp_ranks) in enumerate(DEMO_ENGINES):
             server = EngineServer(variant, model=model, seed=ctx.rng.randrange(1 << 30) + i,
-                                  scenarios=ctx.scenarios, **opts)
+                                  scenarios=ctx.scenarios, arrival_rate=arrival_rate, dp_ranks=dp_ranks)
             await server.start()
             servers.append(server)
             ep = {"name": name, "url": server.url}
@@ -641,4 +665,5 @@ async def demo_part(ctx):
             await server.stop()
 
     return DemoPart(name="serving", sources={"serving": {"endpoints": endpoints}}, close=close,
-                    description=", ".join(f"{n} ({v}) :{s.port}" for (n, v, _, _), s in zip(DEMO_ENGINES, servers)))
+                    description=", ".join(f"{engine[0]} ({engine[1]}) :{server.port}"
+                                          for engine, server in zip(DEMO_ENGINES, servers)))

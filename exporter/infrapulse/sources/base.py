@@ -66,7 +66,7 @@ class Source:
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
         """Whether the daemon should start this source for its config section."""
-        enabled = config.get("enabled", True)
+        enabled = config["enabled"]
         return enabled is True or enabled == "auto"
 
     async def run(self) -> None:
@@ -87,7 +87,8 @@ class PollingSource(Source):
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.interval: float = config.get("interval") or ctx.interval
+        # Every polling source declares `interval` with no default: none set means the daemon's.
+        self.interval: float = config["interval"] or ctx.interval
         self._known_targets: set[str] = set()
 
     @property

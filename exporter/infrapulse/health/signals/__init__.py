@@ -4,8 +4,9 @@ One module per component (network, rdma, gpu, serving, topology), each with its 
 functions and its `SIGNALS` list; `base` holds what they share. `SIGNALS` here is all of them,
 in component order (topology last: it reuses the network measurements of the same pass).
 
-Imports: `..readings`, `..latency`, `rates`, `store`, `sources.gpu.xid` and the sources' family modules (read-only, so the
-catalogue is complete before labels are looked up); never `service`, `scoring` or `page`.
+Imports: `..readings`, `..latency`, `rates`, `store`, `sources.gpu.xid` and the sources' family
+modules (read-only, so the catalogue is complete before labels are looked up); never `service`,
+`scoring` or `page`.
 
 docs/health.md documents these definitions; tests/test_health_docs.py keeps them in sync.
 """

@@ -62,7 +62,8 @@ def _measure_xids(ctx: Context, wanted: Callable[[int], bool]) -> list[Measureme
         if rate is not None and rate.increase > 0:
             counts[gpu] += rate.increase
             seen.setdefault(gpu, set()).add(xid)
-    return [Measurement(gpu_name((gpu,)), n, ("XID " + ", ".join(map(str, sorted(seen[gpu])))) if gpu in seen else "",
+    return [Measurement(gpu_name((gpu,)), n,
+                        ("XID " + ", ".join(map(str, sorted(seen[gpu])))) if gpu in seen else "",
                         labels={"gpu": gpu}) for gpu, n in counts.items()]
 
 
@@ -92,7 +93,8 @@ def measure_ecc(ctx: Context) -> list[Measurement]:
     out = []
     for gpu in sorted(set(volatile) | set(aggregate)):
         if gpu in volatile:
-            out.append(Measurement(gpu_name((gpu,)), volatile[gpu], "since the last GPU reset", labels={"gpu": gpu}))
+            out.append(Measurement(gpu_name((gpu,)), volatile[gpu], "since the last GPU reset",
+                                   labels={"gpu": gpu}))
         else:
             out.append(Measurement(gpu_name((gpu,)), aggregate[gpu], labels={"gpu": gpu}))
     return out
@@ -114,7 +116,8 @@ def measure_throttle(ctx: Context) -> list[Measurement]:
         normalised = "".join(ch for ch in reason.lower() if ch.isalnum())
         if normalised in THROTTLE_REASONS and _number(series.value) > 0:
             active[gpu].append(reason)
-    return [Measurement(gpu_name((gpu,)), 1.0 if reasons else 0.0, ", ".join(sorted(reasons)), labels={"gpu": gpu})
+    return [Measurement(gpu_name((gpu,)), 1.0 if reasons else 0.0, ", ".join(sorted(reasons)),
+                        labels={"gpu": gpu})
             for gpu, reasons in active.items()]
 
 

@@ -65,7 +65,8 @@ def measure_nic_ecn(ctx: Context) -> list[Measurement]:
     out = []
     # Per NIC priority (ethtool rx_prioN_marked) against the packets its RDMA port received.
     netdevs = {p.netdev: key for key, p in rdma_ports(ctx).items() if p.netdev}
-    for (iface, prio), m in rates_by(ctx, "infrapulse_nic_ecn_marked_packets_total", ("interface", "priority")).items():
+    for (iface, prio), m in rates_by(ctx, "infrapulse_nic_ecn_marked_packets_total",
+                                     ("interface", "priority")).items():
         r = received.get(netdevs.get(iface, ("", "")))
         if r is not None:
             out.append(Measurement(f"{iface} priority {prio}", ratio(m.increase, max(r.increase, m.increase)),
@@ -119,7 +120,8 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
         timed_ports += len(frame_keys & timed)
         for k, r in rates_by(ctx, frames, keys).items():
             if k not in timed:
-                out.append(Measurement(name(k), r.per_second, notes.get(k[-1], ""), labels=dict(zip(keys, k))))
+                out.append(Measurement(name(k), r.per_second, notes.get(k[-1], ""),
+                                       labels=dict(zip(keys, k))))
     if not untimed_ports and timed_ports:
         return None
     return out
@@ -143,7 +145,8 @@ def measure_queue_drops(ctx: Context) -> list[Measurement]:
     for k, d in dropped.items():
         t = sent.get(k)
         if t is not None:
-            out.append(Measurement(queue_name(k), ratio(d.increase, t.increase + d.increase), labels=dict(zip(SWQ, k))))
+            out.append(Measurement(queue_name(k), ratio(d.increase, t.increase + d.increase),
+                                   labels=dict(zip(SWQ, k))))
     return out
 
 
@@ -158,7 +161,8 @@ def measure_phy_errors(ctx: Context) -> list[Measurement]:
         for kind, note in PHY_ERROR_KINDS:
             rate = by_kind.get((iface, kind))
             if rate is not None:
-                out.append(Measurement(iface, rate.per_second, note, labels={"interface": iface, "kind": kind}))
+                out.append(Measurement(iface, rate.per_second, note,
+                                       labels={"interface": iface, "kind": kind}))
                 break
     ports = rdma_ports(ctx)
     for k, r in rates_by(ctx, "infrapulse_rdma_port_symbol_errors_total", PORT).items():
@@ -177,11 +181,13 @@ def measure_link_flaps(ctx: Context) -> list[Measurement]:
     the NIC's `link_down_events_phy` of the port's netdev counts, through the NIC target."""
     out = []
     # A flap is down + up: two carrier transitions. A link that just went down counts as one.
-    for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI, "event_window").items():
+    for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI,
+                         "event_window").items():
         out.append(Measurement(f"{k[0]} {k[1]}", float(math.ceil(r.increase / 2)), labels=dict(zip(SWI, k))))
     ports = rdma_ports(ctx)
     roce_netdevs = {p.netdev: p for p in ports.values() if p.roce and p.netdev}
-    for (iface,), r in rates_by(ctx, "infrapulse_nic_link_down_events_total", ("interface",), "event_window").items():
+    for (iface,), r in rates_by(ctx, "infrapulse_nic_link_down_events_total", ("interface",),
+                                "event_window").items():
         port = roce_netdevs.get(iface)
         note = f"RoCE {port_name((port.device, port.port))}" if port is not None else ""
         out.append(Measurement(iface, r.increase, note, labels={"interface": iface}))

@@ -51,18 +51,21 @@ def measure_port_state(ctx: Context) -> list[Measurement]:
 
 def measure_rdma_errors(ctx: Context) -> list[Measurement]:
     errors: dict[tuple[str, ...], Rate] = {}
-    for family in ("infrapulse_rdma_port_receive_errors_total", "infrapulse_rdma_port_transmit_discards_total"):
+    for family in ("infrapulse_rdma_port_receive_errors_total",
+                   "infrapulse_rdma_port_transmit_discards_total"):
         for k, r in rates_by(ctx, family, PORT).items():
             errors[k] = add_rates(errors.get(k), r)
     packets: dict[tuple[str, ...], Rate] = {}
-    for family in ("infrapulse_rdma_port_received_packets_total", "infrapulse_rdma_port_transmitted_packets_total"):
+    for family in ("infrapulse_rdma_port_received_packets_total",
+                   "infrapulse_rdma_port_transmitted_packets_total"):
         for k, r in rates_by(ctx, family, PORT).items():
             packets[k] = add_rates(packets.get(k), r)
     out = []
     for k, e in errors.items():
         p = packets.get(k)
         if p is not None:
-            out.append(Measurement(port_name(k), ratio(e.increase, p.increase + e.increase), labels=dict(zip(PORT, k))))
+            out.append(Measurement(port_name(k), ratio(e.increase, p.increase + e.increase),
+                                   labels=dict(zip(PORT, k))))
     return out
 
 

@@ -62,7 +62,8 @@ def measure_request_errors(ctx: Context) -> list[Measurement]:
     out = []
     for k, t in total.items():
         f = failed.get(k)
-        out.append(Measurement(endpoint_name(k), ratio(f.increase if f else 0.0, t.increase), labels={"endpoint": k[0]}))
+        out.append(Measurement(endpoint_name(k), ratio(f.increase if f else 0.0, t.increase),
+                               labels={"endpoint": k[0]}))
     return out
 
 

@@ -27,7 +27,8 @@ def served_ports(ctx: Context) -> dict[tuple[str, str], str]:
     out = {}
     for s in ctx.readings.series("infrapulse_switch_lldp_neighbor_info"):
         if _same_host(s.labels.get("neighbor_system", ""), ctx.hostname):
-            out[(s.labels.get("switch", ""), s.labels.get("interface", ""))] = s.labels.get("neighbor_port", "")
+            port = (s.labels.get("switch", ""), s.labels.get("interface", ""))
+            out[port] = s.labels.get("neighbor_port", "")
     return out
 
 
@@ -41,7 +42,8 @@ def _uplink(base: str) -> Callable[[Context], list[Measurement] | None]:
             key = (m.labels.get("switch", ""), m.labels.get("interface", ""))
             if "switch" in m.labels and key in ports:
                 note = f"serves {ctx.hostname} {ports[key]}".rstrip()
-                out.append(Measurement(m.target, m.value, "; ".join(x for x in (m.note, note) if x), m.labels))
+                out.append(Measurement(m.target, m.value, "; ".join(x for x in (m.note, note) if x),
+                                       m.labels))
         return out
     return measure
 

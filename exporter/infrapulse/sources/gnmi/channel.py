@@ -46,7 +46,8 @@ def _read_secret(env: str | None, file: str | None, what: str) -> str:
         try:
             return Path(file).read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ChannelSetupError("credentials", f"{what}: cannot read {file}: {exc.strerror or exc}") from None
+            raise ChannelSetupError("credentials",
+                                    f"{what}: cannot read {file}: {exc.strerror or exc}") from None
     return ""
 
 

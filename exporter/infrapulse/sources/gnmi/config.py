@@ -27,8 +27,8 @@ def _connection_fields(inherit: bool) -> dict[str, Any]:
         "port": Int("gNMI port used when an address has none.", default=d(9339), min=1, max=65535),
         "profile": Str("Path profile: a built-in (openconfig, sonic, nvidia-cumulus, arista-eos) or a "
                        "file name in profiles_dir.", default=d("openconfig")),
-        "sample_interval": Duration("Interval of SAMPLE subscriptions that do not set their own (minimum 1s).",
-                                    default=d("10s"), min=1.0),
+        "sample_interval": Duration("Interval of SAMPLE subscriptions that do not set their own (minimum "
+                                    "1s).", default=d("10s"), min=1.0),
         "encoding": Str("Value encoding; auto picks the profile's first choice the switch supports "
                         "(Capabilities).", default=d("auto"), choices=("auto", "proto", "json_ietf", "json")),
         "insecure": Bool("Plaintext gRPC. Without it every connection uses TLS.", default=d(False)),
@@ -49,7 +49,8 @@ def _connection_fields(inherit: bool) -> dict[str, Any]:
         "keepalive": Duration("HTTP/2 keepalive ping interval: detects a dead connection.",
                               default=d("30s"), min=1.0),
         "stall_timeout": Duration("Reconnect when a stream with SAMPLE subscriptions sends nothing for this "
-                                  "long (default: 3 sample intervals, at least 10s)."),
+                                  "long. Default (unset): 3 times the longest sample or heartbeat "
+                                  "interval of the profile's subscriptions, at least 10s."),
     }
 
 
@@ -103,7 +104,8 @@ def _check_connection(conn: dict[str, Any], where: str, profiles: dict[str, Prof
                                               f"(known: {', '.join(sorted(profiles))})")
     profile = profiles[conn["profile"]]
     if conn["encoding"] != "auto" and conn["encoding"] not in profile.encodings:
-        raise SchemaError(f"{where}.encoding", f"profile {profile.name} speaks {', '.join(profile.encodings)}")
+        raise SchemaError(f"{where}.encoding",
+                          f"profile {profile.name} speaks {', '.join(profile.encodings)}")
     tls = conn["tls"]
     if bool(tls["cert_file"]) != bool(tls["key_file"]):
         raise SchemaError(f"{where}.tls", "cert_file and key_file go together")
@@ -172,7 +174,7 @@ def merge_target(defaults: dict[str, Any], target: dict[str, Any]) -> dict[str, 
         elif value is not None:
             merged[key] = value
     merged["name"] = target["name"]
-    address = target.get("address") or target["name"]
+    address = target["address"] or target["name"]  # the schema's documented default: the name
     if not _has_port(address):
         address = f"{address}:{merged['port']}"
     merged["address"] = address

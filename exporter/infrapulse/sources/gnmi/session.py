@@ -224,7 +224,8 @@ class SwitchSession:
         calls: list[Any] = [None] * len(streams)
         # Responses arrive as raw bytes: `_read` decodes them with the bulk wire view
         # (gnmi_wire) instead of the stub's full SubscribeResponse parse.
-        subscribe: Any = channel.stream_stream(SUBSCRIBE_METHOD, request_serializer=pb.SubscribeRequest.SerializeToString,
+        subscribe: Any = channel.stream_stream(SUBSCRIBE_METHOD,
+                                               request_serializer=pb.SubscribeRequest.SerializeToString,
                                                response_deserializer=None)
         synced = [False] * len(streams)
         self._last_rx_mono = time.monotonic()
@@ -269,7 +270,8 @@ class SwitchSession:
                     self._last_rx_mono = time.monotonic()
                     waited = time.monotonic() - started
                     if waited > self.stall_timeout:
-                        raise SessionError("busy", f"the switch kept refusing a subscription for {waited:.0f}s: "
+                        raise SessionError("busy",
+                                           f"the switch kept refusing a subscription for {waited:.0f}s: "
                                                    f"{exc.details()}") from None
                     self.busy_retries += 1
                     await asyncio.sleep(busy.delay())

@@ -40,9 +40,9 @@ class GnmiSource(Source):
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config.get("enabled", "auto")
+        enabled = config["enabled"]
         if enabled == "auto":
-            return bool(config.get("targets") or config.get("targets_file"))
+            return bool(config["targets"] or config["targets_file"])
         return enabled is True
 
     async def run(self) -> None:
@@ -75,7 +75,8 @@ class GnmiSource(Source):
             except TargetsFileError as exc:
                 # keep the switches we have rather than dropping the whole fabric on a typo
                 self.store.record_failure(self.name, "targets_file", "config", str(exc))
-                self.log.error("targets_file unreadable; keeping the current switches", extra={"error": str(exc)})
+                self.log.error("targets_file unreadable; keeping the current switches",
+                               extra={"error": str(exc)})
                 return [s.conn for s in self.sessions.values()]
         merged = {}
         for target in targets:

@@ -106,9 +106,10 @@ MIG_UNSUPPORTED = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL"
 # Fields of dcgm-exporter's default counter set (etc/default-counters.csv) that infrapulse maps:
 # reported with 0 series when the exporter does not send them (a reduced -f counters file).
 # MEMORY_TEMP is left out: GDDR boards (T4) have no memory sensor and dcgm-exporter omits it.
-EXPECTED_FIELDS = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
-                   "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_GPU_UTIL",
-                   "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED")
+EXPECTED_FIELDS = ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
+                   "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+                   "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL",
+                   "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED")
 _CLOCK_EVENTS = "clock events"  # pseudo family of the physical-copy choice for the reason bitmask
 SeriesKey = tuple[str, ...]
 
@@ -175,8 +176,8 @@ class DcgmMapper:
         produced: dict[str, set[tuple[str, SeriesKey]]] = {f: set() for f in EXPECTED_FIELDS}
         fb_parts: dict[SeriesKey, dict[str, float]] = {}
         copies: dict[tuple[str, SeriesKey], _Copy] = {}
-        mig_gpus = {(s.labels.get("gpu"), _uuid(s.labels)) for family in families.values() for s in family.samples
-                    if s.name.startswith("DCGM_") and s.labels.get("GPU_I_ID")}
+        mig_gpus = {(s.labels.get("gpu"), _uuid(s.labels)) for family in families.values()
+                    for s in family.samples if s.name.startswith("DCGM_") and s.labels.get("GPU_I_ID")}
         for family in families.values():
             micro = "(in us)" in family.help  # older counters files: violation times in microseconds
             for sample in family.samples:
@@ -198,7 +199,8 @@ class DcgmMapper:
                 mapping = FIELD_MAP.get(name)
                 if name in CLOCK_REASON_FIELDS:
                     if value >= 0 and not is_blank(value, False):  # -Inf would break int()
-                        self._clock_events(snap, produced, copies, name, gpu, uuid, int(value), optional, on_mig)
+                        self._clock_events(snap, produced, copies, name, gpu, uuid, int(value), optional,
+                                           on_mig)
                     else:
                         self.blanks += 1
                     continue
@@ -283,11 +285,12 @@ class DcgmMapper:
 
     def _info(self, snap: Snapshot, gpu: str, uuid: str, labels: dict[str, str], optional: tuple[str, ...],
               on_mig: bool) -> None:
-        identity = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "", labels.get("pci_bus_id", ""),
-                    labels.get("DCGM_FI_DRIVER_VERSION", ""), "")
+        identity = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "",
+                    labels.get("pci_bus_id", ""), labels.get("DCGM_FI_DRIVER_VERSION", ""), "")
         info = snap.series.setdefault(fam.INFO.name, {})
         # One row per physical GPU, and one per MIG instance (as the nvml source writes them).
-        for key in ([identity + ("", "", "")] if on_mig else []) + [identity + (optional[0], optional[1], "")]:
+        keys = [identity + ("", "", "")] if on_mig else []
+        for key in keys + [identity + (optional[0], optional[1], "")]:
             if key not in info:
                 info[key] = 1.0
 
@@ -337,7 +340,8 @@ class DcgmSource(PollingSource):
     def _target(self) -> ScrapeTarget:
         timeout = min(self.config["timeout"], self.interval * self.timeout_fraction * 0.9)
         return ScrapeTarget(url=self.config["url"], timeout=timeout, max_bytes=self.config["max_bytes"],
-                            ca_file=self.config["ca_file"], bearer_token_file=self.config["bearer_token_file"])
+                            ca_file=self.config["ca_file"],
+                            bearer_token_file=self.config["bearer_token_file"])
 
     async def collect(self) -> list[TargetResult]:
         # Retries (transient resets) only while they still fit in this poll's time budget.

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import weakref
+from collections.abc import Callable
 
 from ... import catalog
 from ...store import Snapshot, Store
@@ -43,8 +44,8 @@ HEALTHY = _gpu("infrapulse_gpu_healthy", catalog.GAUGE,
                "1 if NVML can talk to the GPU, 0 if it is lost, needs a reset or cannot be opened (reason in "
                "infrapulse_gpu_health_status_info).", source="nvml")
 HEALTH_STATUS = _gpu("infrapulse_gpu_health_status_info", catalog.INFO,
-                     "Why infrapulse_gpu_healthy is what it is: ok, gpu_is_lost, reset_required, unknown_error, inaccessible.",
-                     ("reason",), source="nvml")
+                     "Why infrapulse_gpu_healthy is what it is: ok, gpu_is_lost, reset_required, "
+                     "unknown_error, inaccessible.", ("reason",), source="nvml")
 UTILIZATION = _gpu("infrapulse_gpu_utilization_ratio", catalog.GAUGE,
                    "Share of the last sample period (1/6 s to 1 s) in which a kernel ran on the GPU.",
                    unit="ratio")
@@ -78,12 +79,13 @@ ECC = _gpu("infrapulse_gpu_ecc_errors_total", catalog.COUNTER,
            "ECC errors by type (corrected, uncorrected) and scope (volatile: since the driver loaded; "
            "aggregate: over the board's life).", ("type", "scope"))
 ROW_REMAP_PENDING = _gpu("infrapulse_gpu_row_remap_pending", catalog.GAUGE,
-                         "1 if a row remapping is pending (the GPU needs a reset to apply it). Ampere and newer.")
+                         "1 if a row remapping is pending (the GPU needs a reset to apply it). Ampere and "
+                         "newer.")
 ROW_REMAP_FAILURE = _gpu("infrapulse_gpu_row_remap_failure", catalog.GAUGE,
                          "1 if a row remapping failed (the GPU should be replaced). Ampere and newer.")
 REMAPPED_ROWS = _gpu("infrapulse_gpu_remapped_rows_total", catalog.COUNTER,
-                     "Memory rows remapped, by the kind of error that caused it (correctable, uncorrectable).",
-                     ("type",))
+                     "Memory rows remapped, by the kind of error that caused it (correctable, "
+                     "uncorrectable).", ("type",))
 RETIRED_PAGES = _gpu("infrapulse_gpu_retired_pages_total", catalog.COUNTER,
                      "Memory pages retired (GPUs before Ampere), by cause: single_bit_ecc, double_bit_ecc.",
                      ("cause",))
@@ -139,8 +141,8 @@ PROFILING_PCIE = _gpu("infrapulse_gpu_profiling_pcie_bytes_per_second", catalog.
                       "PCIe traffic including headers, by direction (tx, rx) (DCGM_FI_PROF_PCIE_*_BYTES).",
                       ("direction",), unit="bytes", source="dcgm")
 PROFILING_NVLINK = _gpu("infrapulse_gpu_profiling_nvlink_bytes_per_second", catalog.GAUGE,
-                        "NVLink traffic including headers, all links, by direction (DCGM_FI_PROF_NVLINK_*_BYTES).",
-                        ("direction",), unit="bytes", source="dcgm")
+                        "NVLink traffic including headers, all links, by direction "
+                        "(DCGM_FI_PROF_NVLINK_*_BYTES).", ("direction",), unit="bytes", source="dcgm")
 
 # Clock event (throttle) reason bits -> label, as nvmlClocksEventReason* and dcgm-exporter.
 CLOCK_EVENT_REASONS = (
@@ -188,7 +190,8 @@ class Ownership:
         self.nvml_running = False
 
     def dcgm_owns(self, family: str) -> bool:
-        return self.dcgm_patterns is not None and any(fnmatch.fnmatchcase(family, p) for p in self.dcgm_patterns)
+        return self.dcgm_patterns is not None and any(fnmatch.fnmatchcase(family, p)
+                                                      for p in self.dcgm_patterns)
 
     def nvml_exports(self, family: str) -> bool:
         return not self.dcgm_owns(family)
@@ -196,7 +199,7 @@ class Ownership:
     def dcgm_exports(self, family: str) -> bool:
         return not self.nvml_running or self.dcgm_owns(family)
 
-    def filter(self, snap: Snapshot, keep) -> Snapshot:
+    def filter(self, snap: Snapshot, keep: Callable[[str], bool]) -> Snapshot:
         for name in [n for n in snap.series if not keep(n)]:
             del snap.series[name]
         return snap

@@ -72,7 +72,7 @@ class NvmlSource(PollingSource):
         gpu_families.ownership(self.store).nvml_running = True
 
     def _make_api(self) -> NvmlApi:
-        if self.config.get("fake"):
+        if self.config["fake"]:
             # The fake lives in simulate/; the CLI or the demo injects its opener (OPEN_FAKE_KEY).
             open_fake: Callable[[str], NvmlApi] | None = self.ctx.options.get(OPEN_FAKE_KEY)
             if open_fake is None:
@@ -112,7 +112,7 @@ class NvmlSource(PollingSource):
         self.api = api
         self.poller = poller = GpuPoller(api, self.log, rescan_every=self.config["rescan_every"])
         poller.enumerate()
-        if self.config.get("xid_events", True):
+        if self.config["xid_events"]:
             self.watcher = watcher = XidWatcher(api, self.log)
             _watch(watcher, poller)
 

@@ -271,19 +271,18 @@ class EthtoolSource(PollingSource):
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        root = config.get("sysfs_root") or "/sys"
-        provider: StatsProvider = (FileStatsProvider(config["stats_dir"]) if config.get("stats_dir")
+        root = config["sysfs_root"]
+        provider: StatsProvider = (FileStatsProvider(config["stats_dir"]) if config["stats_dir"]
                                    else IoctlStatsProvider(root))
-        self.collector = EthtoolCollector(provider, config.get("interfaces"), root,
-                                          config.get("include_stats"),
-                                          config.get("rescan_interval", 30.0))
+        self.collector = EthtoolCollector(provider, config["interfaces"], root, config["include_stats"],
+                                          config["rescan_interval"])
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config.get("enabled", "auto")
+        enabled = config["enabled"]
         if enabled == "auto":
-            root = Path(config.get("sysfs_root") or "/sys")
-            return bool(config.get("interfaces") or config.get("stats_dir")
+            root = Path(config["sysfs_root"])
+            return bool(config["interfaces"] or config["stats_dir"]
                         or (root / "class" / "infiniband").is_dir())
         return enabled is True
 

@@ -479,7 +479,7 @@ def _raise_fd_limit() -> bool:
 
 
 def _sysfs_has_infiniband(config: dict[str, Any]) -> bool:
-    return (Path(config.get("sysfs_root") or "/sys") / "class" / "infiniband").is_dir()
+    return (Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
 
 
 class InfinibandSource(PollingSource):
@@ -503,12 +503,11 @@ class InfinibandSource(PollingSource):
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.reader = InfinibandReader(config.get("sysfs_root") or "/sys", config.get("devices"),
-                                       config.get("rescan_interval", 30.0))
+        self.reader = InfinibandReader(config["sysfs_root"], config["devices"], config["rescan_interval"])
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config.get("enabled", "auto")
+        enabled = config["enabled"]
         if enabled == "auto":
             return _sysfs_has_infiniband(config)
         return enabled is True

@@ -14,7 +14,8 @@ KEEPABLE = ("dp_rank", "tp_rank", "pp_rank", "moe_ep_rank", "role", "is_streamin
             "model_version")
 
 
-def _declare(name: str, type_: str, help_: str, unit: str = "", extra: tuple[str, ...] = ()) -> catalog.Family:
+def _declare(name: str, type_: str, help_: str, unit: str = "",
+             extra: tuple[str, ...] = ()) -> catalog.Family:
     return catalog.declare(name, type_, help_, LABELS + extra, unit=unit, source="serving",
                            optional_labels=KEEPABLE)
 
@@ -31,7 +32,8 @@ ITL = _declare("infrapulse_llm_inter_token_latency_seconds", catalog.HISTOGRAM,
 E2E = _declare("infrapulse_llm_e2e_request_latency_seconds", catalog.HISTOGRAM,
                "End-to-end request latency, with the engine's own bucket bounds.", "seconds")
 QUEUE_TIME = _declare("infrapulse_llm_request_queue_time_seconds", catalog.HISTOGRAM,
-                      "Time requests spent waiting before execution, where the engine measures it.", "seconds")
+                      "Time requests spent waiting before execution, where the engine measures it.",
+                      "seconds")
 RUNNING = _declare("infrapulse_llm_requests_running", catalog.GAUGE,
                    "Requests in the running batch (summed over data-parallel ranks).")
 WAITING = _declare("infrapulse_llm_requests_waiting", catalog.GAUGE,
@@ -45,7 +47,8 @@ PREFIX_HITS = _declare("infrapulse_llm_prefix_cache_hits_total", catalog.COUNTER
 PREFIX_HIT_RATIO = _declare("infrapulse_llm_prefix_cache_hit_ratio", catalog.GAUGE,
                             "Prefix-cache hit ratio 0..1 as the engine reports it, only where no token "
                             "counters exist.", "ratio")
-PROMPT_TOKENS = _declare("infrapulse_llm_prompt_tokens_total", catalog.COUNTER, "Prompt (prefill) tokens processed.")
+PROMPT_TOKENS = _declare("infrapulse_llm_prompt_tokens_total", catalog.COUNTER,
+                         "Prompt (prefill) tokens processed.")
 GENERATION_TOKENS = _declare("infrapulse_llm_generation_tokens_total", catalog.COUNTER, "Tokens generated.")
 REQUESTS = _declare("infrapulse_llm_requests_total", catalog.COUNTER,
                     "Finished requests by outcome: success (stop, length), abort, error.", extra=("outcome",))
@@ -55,8 +58,8 @@ REQUEST_DURATION = _declare("infrapulse_llm_request_duration_seconds_total", cat
                             "Cumulative end-to-end request time (Triton's microsecond counter, or the sum "
                             "of the e2e histogram): rate() over requests gives the mean.", "seconds")
 QUEUE_DURATION = _declare("infrapulse_llm_request_queue_duration_seconds_total", catalog.COUNTER,
-                          "Cumulative queue time (Triton's microsecond counter, or the queue histogram's sum).",
-                          "seconds")
+                          "Cumulative queue time (Triton's microsecond counter, or the queue histogram's "
+                          "sum).", "seconds")
 KV_XFER_BYTES = _declare("infrapulse_llm_kv_transfer_bytes_total", catalog.COUNTER,
                          "KV-cache bytes moved between prefill and decode instances (vLLM NIXL, SGLang "
                          "disaggregation).", "bytes")

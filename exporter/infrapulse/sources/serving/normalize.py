@@ -92,7 +92,8 @@ TRTLLM_SERVE_LABELS = frozenset({"model_name", "engine_type"})
 # Partition ranks (vLLM `engine`, SGLang `dp_rank`) and all other labels are summed/maxed.
 REPLICA_LABELS = {"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank", "attn_cp_rank", "cp_rank"}
 # Canonical kept label -> the engine's label, where they differ.
-_ENGINE_LABEL_OF = {("vllm", "dp_rank"): "engine", ("*", "role"): "engine_type", ("*", "model_version"): "version"}
+_ENGINE_LABEL_OF = {("vllm", "dp_rank"): "engine", ("*", "role"): "engine_type",
+                    ("*", "model_version"): "version"}
 
 
 def engine_label_for(fmt: str, canonical: str) -> str:
@@ -119,7 +120,8 @@ def is_trtllm_unprefixed(families: dict[str, MetricFamily]) -> bool:
     """trtllm-serve 1.x: a TensorRT-LLM family under its unprefixed name, labelled like its collector."""
     for name in TRTLLM_UNPREFIXED:
         fam = families.get(name)
-        if fam is not None and fam.samples and all(TRTLLM_SERVE_LABELS <= s.labels.keys() for s in fam.samples):
+        if fam is not None and fam.samples and all(TRTLLM_SERVE_LABELS <= s.labels.keys()
+                                                   for s in fam.samples):
             return True
     return False
 
@@ -128,7 +130,8 @@ def _renamed(fam: MetricFamily, old: str, new: str) -> MetricFamily:
     """`fam` with the name prefix `old` (family and samples) replaced by `new`."""
     cut = len(old)
     return MetricFamily(new + fam.name[cut:], fam.type, fam.help, fam.unit,
-                        [s._replace(name=new + s.name[cut:]) if s.name.startswith(old) else s for s in fam.samples])
+                        [s._replace(name=new + s.name[cut:]) if s.name.startswith(old) else s
+                         for s in fam.samples])
 
 
 def _rename_where(families: dict[str, MetricFamily], match: Callable[[str], bool], old: str,
@@ -184,7 +187,8 @@ MB = float(1 << 20)  # SGLang's *_mb metrics are MiB (bytes / 1024 / 1024)
 def _trt(kind: str, label: str, value: str) -> tuple[Extractor, ...]:
     """A Triton TRT-LLM backend gauge under its names since 24.x (`nv_trt_llm_<kind>_metrics`) and
     in 23.10/23.11 (`nv_trt_llm_<kind>_statistics`), newest first."""
-    return tuple(gauge(f"nv_trt_llm_{kind}_{suffix}", where={label: value}) for suffix in ("metrics", "statistics"))
+    return tuple(gauge(f"nv_trt_llm_{kind}_{suffix}", where={label: value})
+                 for suffix in ("metrics", "statistics"))
 
 
 # promised=True: every version infrapulse supports exposes it (docs/serving.md, "confirmed on"), so
@@ -200,7 +204,8 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
         Rule(WAITING, (gauge("vllm:num_requests_waiting"),), promised=True),
         Rule(KV_USAGE, (gauge("vllm:kv_cache_usage_perc", combine="max"),
                         gauge("vllm:gpu_cache_usage_perc", combine="max")), promised=True),
-        Rule(PREFIX_QUERIES, (counter("vllm:prefix_cache_queries"), counter("vllm:gpu_prefix_cache_queries"))),
+        Rule(PREFIX_QUERIES,
+             (counter("vllm:prefix_cache_queries"), counter("vllm:gpu_prefix_cache_queries"))),
         Rule(PREFIX_HITS, (counter("vllm:prefix_cache_hits"), counter("vllm:gpu_prefix_cache_hits"))),
         # V0's rate is -1 while it has no data (prefix caching off): dropped as out of 0..1 in normalise.
         Rule(PREFIX_HIT_RATIO, (gauge("vllm:gpu_prefix_cache_hit_rate", combine="max"),),
@@ -247,13 +252,16 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
     ),
     "triton": (
         Rule(TTFT, (hist("nv_inference_first_response_histogram_ms", 0.001),)),
-        Rule(RUNNING, _trt("request", "request_type", "scheduled") + _trt("request", "request_type", "active")),
-        Rule(WAITING, _trt("request", "request_type", "waiting") + (gauge("nv_inference_pending_request_count"),)),
+        Rule(RUNNING,
+             _trt("request", "request_type", "scheduled") + _trt("request", "request_type", "active")),
+        Rule(WAITING,
+             _trt("request", "request_type", "waiting") + (gauge("nv_inference_pending_request_count"),)),
         # used/max blocks first: both counts exist in every backend version, while `fraction` (added
         # 2025) is the same quantity from a uint64 gauge and was hand-edited in the README sample.
-        Rule(KV_USAGE, tuple(ratio(gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "used"}),
-                                   gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "max"}))
-                             for sfx in ("metrics", "statistics"))
+        Rule(KV_USAGE,
+             tuple(ratio(gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "used"}),
+                         gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "max"}))
+                   for sfx in ("metrics", "statistics"))
              + (gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "fraction"},
                       combine="max"),)),
         Rule(REQUESTS, (with_outcome("success", counter("nv_inference_request_success")),), promised=True),
@@ -281,10 +289,12 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
                         ratio(gauge("trtllm_kv_cache_used_blocks"), gauge("trtllm_kv_cache_max_blocks")))),
         Rule(PREFIX_QUERIES, (counter("trtllm_prompt_tokens"),)),
         Rule(PREFIX_HITS, (counter("trtllm_prompt_cached_tokens"),)),
-        Rule(PREFIX_HIT_RATIO, (gauge("trtllm_kv_cache_hit_rate", combine="max"),), fallback_only=PREFIX_HITS),
+        Rule(PREFIX_HIT_RATIO, (gauge("trtllm_kv_cache_hit_rate", combine="max"),),
+             fallback_only=PREFIX_HITS),
         Rule(PROMPT_TOKENS, (counter("trtllm_prompt_tokens"),)),
         Rule(GENERATION_TOKENS, (counter("trtllm_generation_tokens"),)),
-        Rule(REQUESTS, (by_label("trtllm_request_success", "finished_reason", TRTLLM_OUTCOMES),), promised=True),
+        Rule(REQUESTS, (by_label("trtllm_request_success", "finished_reason", TRTLLM_OUTCOMES),),
+             promised=True),
         Rule(REQUESTS, (with_outcome("error", counter("trtllm_request_error")),)),
         Rule(REQUEST_DURATION, (hist_sum("trtllm_e2e_request_latency_seconds"),)),
         Rule(QUEUE_DURATION, (hist_sum("trtllm_request_queue_time_seconds"),)),
@@ -357,8 +367,8 @@ def normalise(families: dict[str, MetricFamily], fmt: str, endpoint: str, engine
 
 
 # The family declarations live in .families; they stay importable from here for the health layer.
-__all__ = ["E2E", "ENDPOINT_UP", "FORMATS", "GENERATION_TOKENS", "ITL", "KEEPABLE", "KV_USAGE", "KV_XFER_BYTES",
-           "KV_XFER_COUNT", "KV_XFER_FAILURES", "KV_XFER_LAST", "KV_XFER_SECONDS", "KV_XFER_TIME", "MAPPINGS",
-           "PREEMPTIONS", "PREFIX_HITS", "PREFIX_HIT_RATIO", "PREFIX_QUERIES", "PROMPT_TOKENS", "QUEUE_DURATION",
-           "QUEUE_TIME", "REQUESTS", "REQUEST_DURATION", "RUNNING", "TTFT", "WAITING", "canonical_names",
-           "context_for", "detect", "engine_label", "normalise"]
+__all__ = ["E2E", "ENDPOINT_UP", "FORMATS", "GENERATION_TOKENS", "ITL", "KEEPABLE", "KV_USAGE",
+           "KV_XFER_BYTES", "KV_XFER_COUNT", "KV_XFER_FAILURES", "KV_XFER_LAST", "KV_XFER_SECONDS",
+           "KV_XFER_TIME", "MAPPINGS", "PREEMPTIONS", "PREFIX_HITS", "PREFIX_HIT_RATIO", "PREFIX_QUERIES",
+           "PROMPT_TOKENS", "QUEUE_DURATION", "QUEUE_TIME", "REQUESTS", "REQUEST_DURATION", "RUNNING", "TTFT",
+           "WAITING", "canonical_names", "context_for", "detect", "engine_label", "normalise"]

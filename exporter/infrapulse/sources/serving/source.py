@@ -28,7 +28,7 @@ from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
-from ..base import Source, stale_after
+from ..base import Source, SourceContext, stale_after
 from . import normalize as norm
 from .coverage import mapping_coverage
 
@@ -66,10 +66,10 @@ ENDPOINT = Section(
         "url": Str("URL of the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics "
                    "(vLLM/SGLang/trtllm-serve API port, Triton :8002, TGI :80).", required=True),
         "engine": Str("Engine: auto detects it from metric prefixes (vllm:, ray_vllm:, sglang:, "
-                      "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only when "
-                      "labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM backend), "
-                      "trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed trtllm-serve names).",
-                      default="auto", choices=ENGINE_CHOICES),
+                      "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only "
+                      "when labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM "
+                      "backend), trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed "
+                      "trtllm-serve names).", default="auto", choices=ENGINE_CHOICES),
         "model": Str("Value of the `model` label when the engine exposes none (TGI) or an empty one.",
                      default=""),
         "interval": Duration("Scrape interval of this endpoint (default: the global interval).", min=0.05),
@@ -111,9 +111,10 @@ class Endpoint:
         interval = ep["interval"] or default_interval
         timeout = ep["timeout"] or min(0.8 * interval, 10.0)
         target = ScrapeTarget(url=ep["url"], timeout=timeout, max_bytes=ep["max_response_bytes"],
-                              bearer_token_file=ep["bearer_token_file"], bearer_token_env=ep["bearer_token_env"],
-                              headers_env=ep["headers_env"], ca_file=ep["ca_file"],
-                              tls_insecure_skip_verify=ep["tls_insecure_skip_verify"], retries=ep["retries"])
+                              bearer_token_file=ep["bearer_token_file"],
+                              bearer_token_env=ep["bearer_token_env"], headers_env=ep["headers_env"],
+                              ca_file=ep["ca_file"], tls_insecure_skip_verify=ep["tls_insecure_skip_verify"],
+                              retries=ep["retries"])
         return cls(ep["name"], ep["engine"], ep["model"], interval, ep["passthrough"],
                    tuple(ep["keep_labels"]), target)
 
@@ -123,7 +124,8 @@ def choose_format(families: dict[str, MetricFamily], configured: str) -> str:
     if configured == "auto":
         fmt = norm.detect(families)
         if fmt is None:
-            raise ScrapeError("unknown_engine", "no vllm:, ray_vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ "
+            raise ScrapeError("unknown_engine",
+                              "no vllm:, ray_vllm:, sglang:, nv_trt_llm_/nv_inference_, trtllm_ "
                                                 "or tgi_ metrics in the response (set engine: for unprefixed "
                                                 "trtllm-serve names)")
         return fmt
@@ -132,7 +134,8 @@ def choose_format(families: dict[str, MetricFamily], configured: str) -> str:
             return fmt
     if configured == "trtllm" and any(name in families for name in norm.TRTLLM_UNPREFIXED):
         return "trtllm"  # trtllm-serve 1.x: unprefixed names, accepted by name when configured
-    raise ScrapeError("engine_mismatch", f"configured engine {configured} but none of its metrics are present")
+    raise ScrapeError("engine_mismatch",
+                      f"configured engine {configured} but none of its metrics are present")
 
 
 def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapshot: Snapshot) -> list[str]:
@@ -170,7 +173,8 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
                 elif s.name in (fam.name + "_sum", fam.name + "_count"):
                     acc = hists.setdefault(key_of(s.labels), {"b": [], "sum": 0.0, "count": 0.0})
                     acc["sum" if s.name.endswith("_sum") else "count"] = s.value
-            values = {k: Histogram(tuple(sorted(b for b in v["b"] if not math.isnan(b[0]))), v["sum"], v["count"])
+            values = {k: Histogram(tuple(sorted(b for b in v["b"] if not math.isnan(b[0]))), v["sum"],
+                                   v["count"])
                       for k, v in hists.items() if v["b"]}
             add(fam.name, catalog.HISTOGRAM, fam.help, values)
         elif fam.type == "counter" and any(s.name == fam.name + "_total" for s in fam.samples):
@@ -205,11 +209,11 @@ class ServingSource(Source):
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
-        return bool(config.get("enabled", True)) and bool(config.get("endpoints"))
+        return bool(config["enabled"]) and bool(config["endpoints"])
 
-    def __init__(self, config: dict, ctx) -> None:
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.get("endpoints") or []]
+        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config["endpoints"]]
         self.scraper = Scraper()
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
@@ -218,7 +222,8 @@ class ServingSource(Source):
         return stale_after(ep.interval)
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(self._poll_forever(ep), name=f"serving:{ep.name}") for ep in self.endpoints]
+        tasks = [asyncio.create_task(self._poll_forever(ep), name=f"serving:{ep.name}")
+                 for ep in self.endpoints]
         try:
             await asyncio.gather(*tasks)
         finally:
