@@ -11,6 +11,7 @@ in Mb/s); its values are this test's assumptions, said so where used.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import datetime, timezone
@@ -384,3 +385,45 @@ sources:
                 "/COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS/etp1/SAI_PORT_STAT_PFC_3_RX_PKTS",
                 "/COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS/etp2/SAI_PORT_STAT_PFC_3_RX_PKTS")
             assert render_store(daemon.store)  # the in-process render agrees with the scrape
+
+
+async def test_a_wrong_profile_path_shows_in_the_health_report_and_the_status_page(tmp_path):
+    """The same silent loss reaches the person on call: a coverage note beside the score, in
+    /api/v1/health and on the status page, naming the switch and how many paths map to nothing."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "sonic-typo.yaml").write_text(WRONG_PROFILE)
+    target = GnmiTarget(SimSwitch("leaf01", "sonic", ports=2, frozen=True))
+    pfc = "COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS"
+    async with serving(target):
+        config = f"""
+health: {{interval: 1s}}
+sources:
+  gnmi:
+    profiles_dir: {profiles}
+    defaults: {{insecure: true, sample_interval: 1s}}
+    targets: [{{name: leaf01, address: "{target.address}", profile: sonic-typo}}]
+"""
+        async with running_daemon(config) as daemon, aiohttp.ClientSession() as http:
+            base = f"http://127.0.0.1:{daemon.bound_port}"
+            await scrape_until(daemon, lambda v: v.get(
+                ("infrapulse_source_unmapped_total", frozenset({"source": "gnmi", "target": "leaf01",
+                                                                "mapping": pfc}.items())), 0) >= 4)
+            async with http.get(f"{base}/api/v1/sources") as resp:
+                coverage = {(s["source"], s["target"]): s for s in (await resp.json())["sources"]}[
+                    ("gnmi", "leaf01")]["coverage"]
+            note = None
+            for _ in range(50):  # the next health pass picks the coverage up (interval 1s)
+                async with http.get(f"{base}/api/v1/health") as resp:
+                    notes = (await resp.json())["coverage_notes"]
+                note = next((n for n in notes if (n["source"], n["target"]) == ("gnmi", "leaf01")), None)
+                if note is not None:
+                    break
+                await asyncio.sleep(0.2)
+            assert note is not None, notes
+            assert pfc in note["empty_mappings"] and note["mappings"] == coverage["mappings"] == 3
+            assert note["empty"] == len(coverage["empty"])
+            assert note["sentence"] == f"leaf01: {note['empty']} of 3 paths map to nothing"
+            async with http.get(f"{base}/") as resp:
+                page = await resp.text()
+            assert note["sentence"] in page
