@@ -128,3 +128,18 @@ async def test_api_and_status_page_show_the_note():
     assert parser.items == [{"class": "coverage-note", "data-source": "gnmi", "data-target": "leaf07",
                              "text": "leaf07: 12 of 40 paths map to nothing"}]
     assert 'id="coverage-notes"' in page and "Not counted in the score" in page
+
+
+def test_a_superseded_fallback_is_not_a_note():
+    """in-crc-errors beside in-fcs-errors: the fallback's data arrives but the preferred leaf feeds
+    the series, so its 0 series are by design and say nothing about lost data."""
+    store = Store()
+    store.set_coverage("gnmi", "leaf08", {"/eth/in-fcs-errors": 4, "/eth/in-crc-errors": 0, "/typo": 0},
+                       superseded={"/eth/in-crc-errors"})
+    store.record_success("gnmi", "leaf08", 0.0)
+    notes = coverage_notes(store)
+    assert [n.sentence for n in notes] == ["leaf08: 1 of 3 paths map to nothing"]
+    assert notes[0].empty == ("/typo",)
+    store.set_coverage("gnmi", "leaf08", {"/eth/in-fcs-errors": 4, "/eth/in-crc-errors": 0},
+                       superseded={"/eth/in-crc-errors"})
+    assert coverage_notes(store) == []

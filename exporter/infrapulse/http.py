@@ -78,11 +78,12 @@ def coverage_summary(st: SourceStatus) -> dict | None:
     source reports no mappings)."""
     if not st.coverage and not st.series_dropped:
         return None
-    empty = sorted(m for m, cov in st.coverage.items() if cov.series == 0)
+    empty = sorted(m for m, cov in st.coverage.items() if cov.series == 0 and not cov.superseded)
     unmapped = [(m, cov) for m, cov in sorted(st.coverage.items()) if cov.unmapped]
     return {
         "mappings": len(st.coverage),
         "empty": empty,
+        "superseded": sorted(m for m, cov in st.coverage.items() if cov.superseded),
         "unmapped_total": sum(cov.unmapped for _, cov in unmapped),
         "unmapped_example": ({"mapping": unmapped[0][0], "sample": unmapped[0][1].sample}
                              if unmapped else None),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
 from . import catalog
@@ -72,6 +72,9 @@ class MappingCoverage:
     series: int = 0  # series it maps to now; 0 on a live target means "maps to nothing"
     unmapped: int = 0  # updates or samples that arrived for it and matched no rule, since start
     sample: str = ""  # one example of what went unmapped (a path, a metric name)
+    # Its data arrives but a preferred mapping feeds the same series (a gNMI fallback leaf such as
+    # in-crc-errors beside in-fcs-errors): empty on purpose, not silent loss.
+    superseded: bool = False
 
 
 @dataclass
@@ -140,13 +143,17 @@ class Store:
         status.last_attempt = now
         status.collect_duration = duration
 
-    def set_coverage(self, source: str, target: str, series_by_mapping: dict[str, int]) -> None:
+    def set_coverage(self, source: str, target: str, series_by_mapping: dict[str, int],
+                     superseded: Collection[str] = ()) -> None:
         """Replace the per-mapping series counts of an instance (mappings not named are
-        forgotten); unmapped counts of the mappings that remain are kept."""
+        forgotten); unmapped counts of the mappings that remain are kept. `superseded` names
+        mappings whose data a preferred mapping already exports."""
         status = self.status_of(source, target)
         old = status.coverage
-        status.coverage = {m: MappingCoverage(n, old[m].unmapped, old[m].sample) if m in old
-                           else MappingCoverage(n) for m, n in series_by_mapping.items()}
+        status.coverage = {
+            m: MappingCoverage(n, old[m].unmapped, old[m].sample, m in superseded) if m in old
+            else MappingCoverage(n, superseded=m in superseded)
+            for m, n in series_by_mapping.items()}
 
     def count_unmapped(self, source: str, target: str, mapping: str, sample: str, count: int = 1) -> None:
         """Updates or samples of `mapping` that matched no rule; the first one is logged."""

@@ -53,7 +53,8 @@ def note_for(status: SourceStatus) -> CoverageNote | None:
     """The note of one instance, or None when it is down or everything it maps yields series."""
     if not status.up or status.source == HEALTH_SOURCE:
         return None
-    empty = tuple(sorted(m for m, cov in status.coverage.items() if cov.series == 0))
+    empty = tuple(sorted(m for m, cov in status.coverage.items()
+                         if cov.series == 0 and not cov.superseded))
     if not empty and not status.series_dropped:
         return None
     return CoverageNote(status.source, status.target, len(status.coverage), empty, status.series_dropped)

@@ -16,7 +16,7 @@ from ...store import Store
 
 
 class SwitchCoverage:
-    __slots__ = ("store", "source", "target", "series", "unmapped", "samples")
+    __slots__ = ("store", "source", "target", "series", "unmapped", "samples", "superseded")
 
     def __init__(self, mappings: list[str], store: Store | None, source: str, target: str) -> None:
         self.store = store
@@ -25,10 +25,15 @@ class SwitchCoverage:
         self.series: dict[str, int] = dict.fromkeys(mappings, 0)
         self.unmapped: dict[str, int] = {}  # also kept here: tests and tools without a store
         self.samples: dict[str, str] = {}
+        self.superseded: set[str] = set()  # mappings whose leaves a better-ranked leaf outranks
 
     def bound(self, mapping: str, delta: int) -> None:
         if mapping in self.series:
             self.series[mapping] += delta
+
+    def outranked(self, mapping: str) -> None:
+        """A leaf under `mapping` was not bound: a better-ranked leaf feeds its series (`rank`)."""
+        self.superseded.add(mapping)
 
     def count_unmapped(self, mapping: str, sample: str, count: int) -> None:
         self.unmapped[mapping] = self.unmapped.get(mapping, 0) + count
@@ -42,4 +47,4 @@ class SwitchCoverage:
 
     def publish(self) -> None:
         if self.store is not None:
-            self.store.set_coverage(self.source, self.target, dict(self.series))
+            self.store.set_coverage(self.source, self.target, dict(self.series), self.superseded)

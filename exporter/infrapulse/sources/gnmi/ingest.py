@@ -817,6 +817,7 @@ class SwitchState:
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
             binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner, mapping)
             if rule.rank is not None and not self._ranks.claim(binding, owner):
+                self.coverage.outranked(mapping)
                 return None  # a better-ranked leaf feeds this series; not cached: it may bind later
             if hold:
                 self._hold(binding)
