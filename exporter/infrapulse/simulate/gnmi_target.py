@@ -460,7 +460,8 @@ def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool,
     root: dict = {}
     entries: dict[tuple, dict] = {}
     for rel, value in rel_leaves:
-        node, current, trail = root, module, ()
+        node, current = root, module
+        trail: tuple[Elem, ...] = ()
         for depth, (name, keys) in enumerate(rel):
             owner = augments.get(name, current)
             member = f"{owner}:{name}" if ietf and (depth == 0 or owner != current) else name

@@ -17,6 +17,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 _ORDINAL = re.compile(r"-(\d+)$")
 
@@ -46,7 +47,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def resolve(config: Mapping | None, env: Mapping[str, str], hostname: str) -> Shard:
+def resolve(config: Mapping[str, Any] | None, env: Mapping[str, str], hostname: str) -> Shard:
     """This instance's shard from config, else environment, else the StatefulSet ordinal."""
     config = config or {}
     index, count = config.get("index"), config.get("count")
