@@ -300,7 +300,8 @@ class ConnectionGuard:
     # Connections in these states have not earned their slot: closed first when the cap is full.
     EVICTABLE = ("handshake", "headers", "closing")
 
-    def __init__(self, limits: GuardLimits, stats: HttpStats, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, limits: GuardLimits, stats: HttpStats,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.limits = limits
         self.stats = stats
         self.ssl_context = ssl_context
@@ -403,7 +404,8 @@ class ConnectionGuard:
 
     @web.middleware
     async def middleware(self, request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+                         handler: Callable[[web.Request],
+                                           Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         """Outermost middleware: the headers are in (stop their deadline); count refusals; a
         401 marks the connection as closing."""
         conn = self._by_handler.get(request.protocol)

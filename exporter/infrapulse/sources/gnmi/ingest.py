@@ -333,7 +333,8 @@ class SwitchState:
         # its stream's flags, and the "mapping" its coverage is reported under).
         self._subs = [(PathPattern(sub.path, self.strip), sub)
                       for stream in profile.streams for sub in stream.subscriptions]
-        self.coverage = SwitchCoverage(list(dict.fromkeys(sub.path for _, sub in self._subs)), store, source, name)
+        self.coverage = SwitchCoverage(list(dict.fromkeys(sub.path for _, sub in self._subs)),
+                                       store, source, name)
         table = profile.interface_table
         self.ports = PortTable(table.alias, table.speed_mbps) if table is not None else None
         self._quanta: dict[tuple[str, tuple[str, ...]], float] = {}  # per-speed series: last raw value
@@ -496,8 +497,8 @@ class SwitchState:
         over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
-                pctx = self._prefixes[raw_prefix] = _Prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip),
-                                                                   self._retired)
+                pctx = self._prefixes[raw_prefix] = _Prefix(
+                    from_proto(pb.Path.FromString(raw_prefix), self.strip), self._retired)
                 return pctx
             except DecodeError:
                 pass
@@ -713,7 +714,8 @@ class SwitchState:
             table = self.profile.interface_table
             found = _JsonUpdate(
                 sub is not None and sub.empty_entry_deletes,
-                table is not None and len(table.pattern) == len(path) and table.pattern.match(path) is not None)
+                (table is not None and len(table.pattern) == len(path)
+                 and table.pattern.match(path) is not None))
             if len(self._json_updates) < MAX_SHARED_PATHS:
                 self._json_updates[path] = found
         return found

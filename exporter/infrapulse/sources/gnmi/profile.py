@@ -44,8 +44,8 @@ _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origi
              "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends"}
 _STREAM_KEYS = {"origin", "target", "subscriptions", "optional", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant", "expire"}
-_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank", "time_format",
-                "divide_by_port_speed"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank",
+                "time_format", "divide_by_port_speed"}
 _TABLE_KEYS = {"path", "alias", "speed_mbps"}
 
 
@@ -110,7 +110,8 @@ class StreamSpec:
 
     def describe(self) -> str:
         where = ":".join(p for p in (self.origin, self.target) if p)
-        paths = ", ".join(s.path for s in self.subscriptions[:3]) + (", ..." if len(self.subscriptions) > 3 else "")
+        paths = (", ".join(s.path for s in self.subscriptions[:3])
+                 + (", ..." if len(self.subscriptions) > 3 else ""))
         return f"{where + ' ' if where else ''}{paths}"
 
 
@@ -266,7 +267,8 @@ def _resolved_data(name: str, files: dict[str, Path], chain: tuple[str, ...]) ->
             base_streams.append(stream)
         else:
             match.update({k: v for k, v in stream.items() if k != "subscriptions"})
-            match["subscriptions"] = list(match.get("subscriptions") or []) + list(stream.get("subscriptions") or [])
+            match["subscriptions"] = (list(match.get("subscriptions") or [])
+                                      + list(stream.get("subscriptions") or []))
     merged["streams"] = base_streams
     return merged
 
@@ -318,7 +320,8 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
     sub_patterns = [(PathPattern(s.path, strip)) for st in streams for s in st.subscriptions]
     table = _parse_interface_table(data.get("interface_table"), strip, sub_patterns, fail)
     if any(st.alias_keys for st in streams) and (table is None or not table.alias):
-        raise fail("streams", "alias_keys needs interface_table with its alias field (where the aliases come from)")
+        raise fail("streams",
+                   "alias_keys needs interface_table with its alias field (where the aliases come from)")
     for i, raw in enumerate(raw_metrics):
         rules += _parse_rule(raw, i, strip, sub_patterns, fail, table)
     ignore = _parse_ignore(data.get("ignore", []), strip, sub_patterns, fail)
@@ -326,7 +329,8 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
                    strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table)
 
 
-def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern], fail: _Fail) -> PathPattern:
+def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern],
+                        fail: _Fail) -> PathPattern:
     try:
         pattern = PathPattern(text, strip)
     except PathSyntaxError as exc:
@@ -342,7 +346,8 @@ def _parse_ignore(raw: Any, strip: bool, subs: list[PathPattern], fail: _Fail) -
     return [_under_subscription(text, f"ignore[{i}]", strip, subs, fail) for i, text in enumerate(raw)]
 
 
-def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern], fail: _Fail) -> InterfaceTable | None:
+def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern],
+                           fail: _Fail) -> InterfaceTable | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
@@ -438,7 +443,8 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
             raise fail(f"{where}.{required}", "required string is missing")
     family = BY_NAME.get(raw["family"])
     if family is None:
-        raise fail(f"{where}.family", f"unknown family {raw['family']!r} (known: {', '.join(sorted(BY_NAME))})")
+        raise fail(f"{where}.family",
+                   f"unknown family {raw['family']!r} (known: {', '.join(sorted(BY_NAME))})")
     try:
         pattern = PathPattern(raw["path"], strip)
     except PathSyntaxError as exc:

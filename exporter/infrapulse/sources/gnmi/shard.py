@@ -62,7 +62,8 @@ def resolve(config: Mapping[str, Any] | None, env: Mapping[str, str], hostname: 
         match = _ORDINAL.search(hostname) if count > 1 else None
         if count > 1 and not match:
             raise ShardError(f"shard count is {count} but no index is set (shard.index, "
-                             f"INFRAPULSE_SHARD_INDEX, or a StatefulSet hostname like name-0; got {hostname!r})")
+                             f"INFRAPULSE_SHARD_INDEX, or a StatefulSet hostname like name-0; "
+                             f"got {hostname!r})")
         index = int(match.group(1)) if match else 0
     if count < 1:
         raise ShardError(f"{where}: count must be >= 1, got {count}")
