@@ -49,7 +49,8 @@ async def run(args: argparse.Namespace) -> int:
             await slow_flooder.wait_ready(port, ctx, proc)
             baseline = await slow_flooder.scrape_during(port, ctx, 3.0)
             flood = await slow_flooder.start_flooder(port, args.connections, args.duration + RAMP_SECONDS,
-                                                     reconnect=args.reconnect, reconnect_delay=args.reconnect_delay,
+                                                     reconnect=args.reconnect,
+                                                     reconnect_delay=args.reconnect_delay,
                                                      spread=args.spread)
             await asyncio.sleep(RAMP_SECONDS)
             result = await slow_flooder.scrape_during(port, ctx, args.duration)
@@ -61,9 +62,9 @@ async def run(args: argparse.Namespace) -> int:
             proc.wait(10)
         print(f"exporter: {args.exporter}")
         sources = "127.0.0.2" if args.spread == 1 else f"{args.spread} addresses from 127.0.0.2"
+        reopen = f"re-opened after {args.reconnect_delay:g}s" if args.reconnect else "opened once"
         print(f"flood: {args.connections} connections from {sources} for {args.duration:g}s "
-              f"({'re-opened after ' + format(args.reconnect_delay, 'g') + 's' if args.reconnect else 'opened once'})"
-              f": {json.dumps(counts)}")
+              f"({reopen}): {json.dumps(counts)}")
         print(f"no flood:    {baseline.summary()}")
         print(f"under flood: {result.summary()}")
     return 0 if result.ok == result.attempted else 1

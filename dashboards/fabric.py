@@ -114,7 +114,8 @@ def build() -> Dashboard:
                    "lossless traffic is about to be dropped at ingress. The switch's watermark period "
                    "peak (SONiC 202511+: 120 s).",
                    [target(by("switch, interface, priority_group",
-                              sw("infrapulse_switch_priority_group_watermark_bytes", pool="=headroom"), "max"),
+                              sw("infrapulse_switch_priority_group_watermark_bytes", pool="=headroom"),
+                              "max"),
                            "{{switch}} {{interface}} pg{{priority_group}}")], "bytes", min=0),
         row("Links (switch)"),
         timeseries("Port throughput",

@@ -38,7 +38,8 @@ def _setup_files() -> None:
 
     pki = make_test_pki(WORK / "pki")
     # Relative names in the fuzzed file resolve against its directory: give them targets.
-    for name, source in (("server.pem", pki.server_cert), ("key.pem", pki.server_key), ("ca.pem", pki.ca_file)):
+    for name, source in (("server.pem", pki.server_cert), ("key.pem", pki.server_key),
+                         ("ca.pem", pki.ca_file)):
         (WORK / name).write_bytes(source.read_bytes())
     (WORK / "junk.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
 

@@ -170,7 +170,8 @@ def _sonic_series(put: Callable[[str, tuple, float], None], platform: str, i: in
         paused_us = 1000 * (10 * i + p)
         if platform == "marvell":  # pause quanta at 400G, back to seconds
             quanta = paused_us * gnmi_sonic.SPEED_MBPS // 512
-            put("pfc_pause_duration_seconds_total", (name, q, "rx"), quanta * 512 / (gnmi_sonic.SPEED_MBPS * 1e6))
+            put("pfc_pause_duration_seconds_total", (name, q, "rx"),
+                quanta * 512 / (gnmi_sonic.SPEED_MBPS * 1e6))
         else:  # mellanox: the SAI counter; broadcom: the PFC watchdog's estimate
             put("pfc_pause_duration_seconds_total", (name, q, "rx"), paused_us * 1e-6)
         if platform == "broadcom":

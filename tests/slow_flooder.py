@@ -64,7 +64,8 @@ async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tric
     sent = 0
     while loop.time() < stop_at:
         try:
-            data = await asyncio.wait_for(reader.read(4096), timeout=min(TRICKLE_EVERY, stop_at - loop.time()))
+            data = await asyncio.wait_for(reader.read(4096),
+                                          timeout=min(TRICKLE_EVERY, stop_at - loop.time()))
         except asyncio.TimeoutError:
             if sent < len(trickle):
                 writer.write(trickle[sent:sent + 1])
@@ -95,7 +96,8 @@ async def _one(mode: str, source: str, args: argparse.Namespace, stop_at: float,
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(args.host, args.port, local_addr=(source, 0), ssl=tls_ctx,
-                                    ssl_handshake_timeout=max(stop_at - loop.time(), 0.1) if tls_ctx else None),
+                                    ssl_handshake_timeout=(max(stop_at - loop.time(), 0.1)
+                                                           if tls_ctx else None)),
             timeout=max(stop_at - loop.time(), 0.1))
     except (OSError, asyncio.TimeoutError, ssl.SSLError) as exc:
         counts.connect_failed += 1
@@ -205,7 +207,8 @@ class ScrapeResult:
 
     def summary(self) -> str:
         return (f"{self.ok}/{self.attempted} scrapes ok, p50 {self.percentile(0.5) * 1000:.0f} ms, "
-                f"p99 {self.percentile(0.99) * 1000:.0f} ms, max {max(self.latencies, default=0) * 1000:.0f} ms"
+                f"p99 {self.percentile(0.99) * 1000:.0f} ms, "
+                f"max {max(self.latencies, default=0) * 1000:.0f} ms"
                 + (f"; failures: {sorted(set(self.failures))}" if self.failures else ""))
 
 

@@ -31,7 +31,8 @@ FILES = [str(PKI.server_cert), str(PKI.server_key), str(PKI.ca_file), str(PKI.cl
 GOOD_HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(rounds=4)).decode()
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=20),
-                    st.sampled_from(FILES + [GOOD_HASH, "$2b$04$short", "NoClientCert", "RequireAndVerifyClientCert",
+                    st.sampled_from(FILES + [GOOD_HASH, "$2b$04$short", "NoClientCert",
+                                             "RequireAndVerifyClientCert",
                                              "VerifyClientCertIfGiven", "TLS12", "TLS13", "TLS10"]))
 keys = st.sampled_from(["tls_server_config", "cert_file", "key_file", "client_ca_file", "client_auth_type",
                         "min_version", "max_version", "basic_auth_users", "http_server_config", "prom", "x"])

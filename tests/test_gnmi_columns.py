@@ -56,7 +56,8 @@ def test_compaction_packs_live_slots_in_order_and_keeps_values():
     assert {**a, **b} == {("sw", k): float(k) for k in keep}
     # Slot order is kept: the survivors are numbered in the order they were allocated.
     survivors = sorted([*a.index.items(), *b.index.items(), *b.unset.items()], key=lambda kv: kv[1])
-    assert [labels for labels, _ in survivors] == [("sw", str(i)) for i in sorted(map(int, keep))] + [("sw", "held")]
+    assert [labels for labels, _ in survivors] == [("sw", str(i)) for i in sorted(map(int, keep))] \
+        + [("sw", "held")]
     assert [slot for _, slot in survivors] == list(range(len(keep) + 1))
     assert ("sw", "held") not in b
     b[("sw", "held")] = 9.0

@@ -53,8 +53,10 @@ def test_adding_a_switch_moves_only_that_switch():
 
 
 def test_shard_resolution_order():
-    assert shard.resolve({"index": 1, "count": 3}, {"INFRAPULSE_SHARD_INDEX": "0"}, "x-2") == shard.Shard(1, 3)
-    assert shard.resolve({}, {"INFRAPULSE_SHARD_INDEX": "2", "INFRAPULSE_SHARD_COUNT": "4"}, "h") == shard.Shard(2, 4)
+    assert shard.resolve({"index": 1, "count": 3}, {"INFRAPULSE_SHARD_INDEX": "0"},
+                         "x-2") == shard.Shard(1, 3)
+    assert shard.resolve({}, {"INFRAPULSE_SHARD_INDEX": "2", "INFRAPULSE_SHARD_COUNT": "4"},
+                         "h") == shard.Shard(2, 4)
     # a StatefulSet pod: the ordinal is the hostname suffix, the count comes from the environment
     assert shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "infrapulse-fabric-2") == shard.Shard(2, 3)
     assert shard.resolve({}, {}, "infrapulse-fabric-2") == shard.Shard(0, 1)
@@ -87,24 +89,33 @@ def test_builtin_profiles_are_valid():
 BAD_PROFILES = [
     ("metrics:\n  - {path: /a/b, family: infrapulse_switch_nope_total}\nsubscriptions: [/a]\n",
      "metrics[0].family", "unknown family"),
-    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]/x', family: infrapulse_switch_queue_depth_bytes}\n",
+    ("subscriptions: [/a]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}]/x', family: infrapulse_switch_queue_depth_bytes}\n",
      "metrics[0]", "missing label(s) queue"),
-    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}', family: infrapulse_switch_interface_oper_up}\n",
+    ("subscriptions: [/a]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}', family: infrapulse_switch_interface_oper_up}\n",
      "metrics[0].path", "unclosed"),
-    ("subscriptions: [/zzz]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up}\n",
+    ("subscriptions: [/zzz]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up}\n",
      "metrics[0].path", "not under any subscribed path"),
-    ("subscriptions: [{path: /a, mode: sometimes}]\nmetrics: []\n", "subscriptions[0].mode", "must be one of"),
+    ("subscriptions: [{path: /a, mode: sometimes}]\nmetrics: []\n", "subscriptions[0].mode",
+     "must be one of"),
     ("subscriptions: [{path: /a, sample_interval: 100ms}]\nmetrics: []\n", "subscriptions[0].sample_interval",
      "at least 1s"),
     ("encodings: [protobuf]\nsubscriptions: [/a]\nmetrics: []\n", "encodings[0]", "must be one of"),
-    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info}\n",
+    ("subscriptions: [/a]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info}\n",
      "metrics[0].value_labels", "_info family"),
     ("subscriptions: [/a]\nsurprise: 1\nmetrics: []\n", "surprise", "unknown key"),
-    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up, "
+    ("subscriptions: [/a]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}]', family: infrapulse_switch_interface_oper_up, "
      "rank: -1}\n", "metrics[0].rank", "whole number >= 0"),
-    ("subscriptions: [/a]\nmetrics:\n  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info, "
-     "value_labels: {neighbor_system: s, neighbor_port: p}, rank: 1}\n", "metrics[0].rank", "_info families take no rank"),
-    ("subscriptions: [{path: /a, expire: sometimes}]\nmetrics: []\n", "subscriptions[0].expire", "true or false"),
+    ("subscriptions: [/a]\nmetrics:\n"
+     "  - {path: '/a/b[name={interface}]', family: infrapulse_switch_lldp_neighbor_info, "
+     "value_labels: {neighbor_system: s, neighbor_port: p}, rank: 1}\n", "metrics[0].rank",
+     "_info families take no rank"),
+    ("subscriptions: [{path: /a, expire: sometimes}]\nmetrics: []\n", "subscriptions[0].expire",
+     "true or false"),
     ("optional: true\nsubscriptions: [/a]\nmetrics: []\n", "optional", "unknown key"),  # streams[] only
 ]
 
@@ -115,7 +126,8 @@ def test_profile_errors_name_file_and_key_through_check_config(tmp_path, capsys,
     profiles.mkdir()
     (profiles / "mine.yaml").write_text(text)
     cfg = tmp_path / "fabric.yaml"
-    cfg.write_text(f"sources:\n  gnmi:\n    profiles_dir: {profiles}\n    targets: [{{name: s1, profile: mine}}]\n")
+    cfg.write_text(f"sources:\n  gnmi:\n    profiles_dir: {profiles}\n"
+                   "    targets: [{name: s1, profile: mine}]\n")
     assert cli.main(["check-config", str(cfg)]) == 2
     err = capsys.readouterr().err
     assert str(profiles / "mine.yaml") in err
@@ -132,7 +144,8 @@ def test_check_config_rejects_unknown_profile_and_duplicate_names(tmp_path):
     """)
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.load_text(cfg, "f.yaml")
-    assert err.value.key == "sources.gnmi.targets[0].profile" and "unknown profile 'junos'" in err.value.reason
+    assert (err.value.key == "sources.gnmi.targets[0].profile"
+            and "unknown profile 'junos'" in err.value.reason)
     cfg = "sources:\n  gnmi:\n    targets: [{name: s1}, {name: s1}]\n"
     with pytest.raises(config_mod.ConfigError, match="duplicate switch name"):
         config_mod.load_text(cfg, "f.yaml")
@@ -160,7 +173,8 @@ async def test_a_user_profile_file_works_without_code_changes(tmp_path):
         metrics:
           - {path: "/interfaces/interface[name={interface}]/state/counters/in-octets",
              family: infrapulse_switch_interface_received_bytes_total, scale: 8}
-          - {path: "/qos/interfaces/interface[interface-id=sw{interface}]/output/queues/queue[name={queue}]/state/ecn-marked-pkts",
+          - {path: "/qos/interfaces/interface[interface-id=sw{interface}]/output/queues/\\
+                    queue[name={queue}]/state/ecn-marked-pkts",
              family: infrapulse_switch_queue_ecn_marked_packets_total}
     """))
     switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)  # swp1
@@ -187,7 +201,8 @@ async def test_targets_file_is_reread_when_it_changes(tmp_path):
                                    "targets_file": str(path)}) as (source, store):
             await wait_for(lambda: status_value(store, "leaf01", "infrapulse_switch_up") == 1.0)
             path.write_text(f"targets:\n  - {{name: leaf02, address: '{two.address}', profile: sonic}}\n")
-            await wait_for(lambda: status_value(store, "leaf02", "infrapulse_switch_up") == 1.0, what="new switch")
+            await wait_for(lambda: status_value(store, "leaf02", "infrapulse_switch_up") == 1.0,
+                           what="new switch")
             await wait_for(lambda: store.snapshot("gnmi", "leaf01") is None, what="removed switch gone")
             assert set(source.sessions) == {"leaf02"}
             # a broken file keeps the running switches and says why
@@ -214,7 +229,8 @@ def test_a_profile_extends_another_stream_by_stream(tmp_path):
     assert plus.description == "sonic with one more path"
     assert [s.target for s in plus.streams] == ["COUNTERS_DB", "APPL_DB"]
     assert [s.path for s in plus.streams[0].subscriptions] == (
-        [s.path for s in base.streams[0].subscriptions] + ["COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_UCAST_PKTS"])
+        [s.path for s in base.streams[0].subscriptions]
+        + ["COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_UCAST_PKTS"])
     assert plus.streams[0].alias_keys  # the base stream's flags stay
     assert len(plus.rules) == len(base.rules) + 1 and plus.rules[-1].alias_keys
     assert len(plus.ignore) == len(base.ignore)

@@ -34,7 +34,8 @@ def reason(store, name):
 
 
 async def test_target_restart_reconnects_and_resumes_without_garbage():
-    switch = SimSwitch("leaf01", "openconfig", ports=3, neighbors={1: ("gpu-node-02", "ens1f0np0")}, frozen=True)
+    switch = SimSwitch("leaf01", "openconfig", ports=3, neighbors={1: ("gpu-node-02", "ens1f0np0")},
+                       frozen=True)
     target = GnmiTarget(switch)
     async with serving(target), running_source({"defaults": FAST, "targets": [target_entry(target)],
                                                 "retry_max": "1s"}) as (_, store):
@@ -166,11 +167,13 @@ async def test_stall_mid_stream_is_detected():
 
 
 async def test_malformed_values_are_counted_and_skipped():
-    for profile, encoding in (("openconfig", pb.PROTO), ("sonic", pb.JSON_IETF), ("arista-eos", pb.JSON_IETF)):
+    for profile, encoding in (("openconfig", pb.PROTO), ("sonic", pb.JSON_IETF),
+                              ("arista-eos", pb.JSON_IETF)):
         switch = SimSwitch("leaf01", profile, ports=2, frozen=True)
         target = GnmiTarget(switch, encodings=(encoding,))
         target.set_fault("malformed")  # port 0's received-bytes counter arrives as text
-        async with serving(target), running_source({"defaults": FAST, "targets": [target_entry(target)]}) as (_, store):
+        async with serving(target), \
+                running_source({"defaults": FAST, "targets": [target_entry(target)]}) as (_, store):
             await wait_for(lambda st=store: up(st, "leaf01"))
             want = expected_series(switch)
             bad_key = ("infrapulse_switch_interface_received_bytes_total", ("leaf01", switch.ports[0].name))
@@ -189,7 +192,8 @@ async def test_dropped_and_refused_streams_reconnect_with_reasons():
         "defaults": FAST, "retry_max": "1s",
         "targets": [target_entry(flaky), target_entry(refusing)],
     }) as (_, store):
-        await wait_for(lambda: (status_value(store, "leaf01", "infrapulse_switch_reconnects_total") or 0) >= 1,
+        await wait_for(lambda: (status_value(store, "leaf01", "infrapulse_switch_reconnects_total")
+                                or 0) >= 1,
                        what="re-established after drops")
         assert reason(store, "leaf02") == "unavailable"
         assert "refuses" in store.status[("gnmi", "leaf02")].message

@@ -37,7 +37,8 @@ def series(state: SwitchState) -> dict:
 
 
 def test_paths_parse_escape_and_expand():
-    assert parse_path(r"/a/b[name=x\]y][k=1/2]/c") == [("a", {}), ("b", {"name": "x]y", "k": "1/2"}), ("c", {})]
+    assert parse_path(r"/a/b[name=x\]y][k=1/2]/c") == [("a", {}), ("b", {"name": "x]y", "k": "1/2"}),
+                                                       ("c", {})]
     elems = from_proto(to_proto("/openconfig-interfaces:interfaces/interface[name=E1]"), strip=True)
     assert elems == (("interfaces", ()), ("interface", (("name", "E1"),)))
     assert format_path(elems) == "/interfaces/interface[name=E1]"
@@ -46,7 +47,8 @@ def test_paths_parse_escape_and_expand():
     assert not path_covers((("interfaces", ()), ("interface", (("name", "E2"),))), elems)
     pattern = PathPattern("COUNTERS/Ethernet*/Queues/{interface}:{queue:\\d+}/F")
     key = lambda s: tuple((p, ()) for p in s.split("/"))  # noqa: E731
-    assert pattern.match(key("COUNTERS/Ethernet*/Queues/Ethernet68:3/F")) == {"interface": "Ethernet68", "queue": "3"}
+    assert pattern.match(key("COUNTERS/Ethernet*/Queues/Ethernet68:3/F")) == {"interface": "Ethernet68",
+                                                                              "queue": "3"}
     assert pattern.match(key("COUNTERS/Ethernet*/Queues/Ethernet68:3:periodic/F")) is None
 
 
@@ -75,10 +77,12 @@ def test_sonic_keys_keep_their_colons_and_strings_become_numbers():
     table = {"etp1:3": {"SAI_QUEUE_STAT_PACKETS": "12", "SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES": "4096",
                         "SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "8192"},
              "etp1:3:periodic": {"SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES": "9000"}}
-    pfc = {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "41"}, "Ethernet4": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "not-a-number"}}
-    state.apply(note("", [("COUNTERS/Ethernet*/Queues", pb.TypedValue(json_ietf_val=json.dumps(table).encode())),
-                          ("COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS",
-                           pb.TypedValue(json_ietf_val=json.dumps(pfc).encode()))],
+    pfc = {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "41"},
+           "Ethernet4": {"SAI_PORT_STAT_PFC_3_RX_PKTS": "not-a-number"}}
+    state.apply(note("",
+                     [("COUNTERS/Ethernet*/Queues", pb.TypedValue(json_ietf_val=json.dumps(table).encode())),
+                      ("COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS",
+                       pb.TypedValue(json_ietf_val=json.dumps(pfc).encode()))],
                      origin="", target="COUNTERS_DB"))
     assert series(state) == {
         ("infrapulse_switch_interface_alias_info", ("sw", "Ethernet0", "etp1")): 1.0,
@@ -114,18 +118,22 @@ def test_sync_drops_what_the_new_session_did_not_refresh_and_sweep_spares_on_cha
                          [("counters/in-octets", pb.TypedValue(uint_val=1)),
                           ("oper-status", pb.TypedValue(string_val="UP"))]))
     state.begin_session()  # reconnect: E2 is gone from the switch
-    state.apply(note("/interfaces/interface[name=E1]/state", [("counters/in-octets", pb.TypedValue(uint_val=2)),
-                                                              ("oper-status", pb.TypedValue(string_val="UP"))]))
+    state.apply(note("/interfaces/interface[name=E1]/state",
+                     [("counters/in-octets", pb.TypedValue(uint_val=2)),
+                      ("oper-status", pb.TypedValue(string_val="UP"))]))
     state.on_sync()
     assert series(state) == {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): 2.0,
                              ("infrapulse_switch_interface_oper_up", ("sw", "E1")): 1.0}
     # oper-status on its own ON_CHANGE notification; counters stop arriving
-    state.apply(note("/interfaces/interface[name=E1]/state", [("oper-status", pb.TypedValue(string_val="DOWN"))],
+    state.apply(note("/interfaces/interface[name=E1]/state",
+                     [("oper-status", pb.TypedValue(string_val="DOWN"))],
                      origin="openconfig"))
     assert state.snapshot.series["infrapulse_switch_interface_oper_up"] == {("sw", "E1"): 0.0}
     state2 = SwitchState("sw", PROFILES["openconfig"])
-    state2.apply(note("/interfaces/interface[name=E1]/state/counters", [("in-octets", pb.TypedValue(uint_val=5))]))
-    state2.apply(note("/interfaces/interface[name=E1]/state", [("oper-status", pb.TypedValue(string_val="UP"))]))
+    state2.apply(note("/interfaces/interface[name=E1]/state/counters",
+                      [("in-octets", pb.TypedValue(uint_val=5))]))
+    state2.apply(note("/interfaces/interface[name=E1]/state",
+                      [("oper-status", pb.TypedValue(string_val="UP"))]))
     for _ in range(3):
         state2.sweep()
     assert series(state2) == {("infrapulse_switch_interface_oper_up", ("sw", "E1")): 1.0}
@@ -165,12 +173,14 @@ def test_series_limit_bounds_a_flood_of_new_paths():
     assert state.snapshot.series["infrapulse_switch_updates_total"][key] == 200
     assert len(state._prefixes) == 50  # noqa: SLF001 - the memory the limit protects
     # Known series keep updating at the limit.
-    state.apply(note("/interfaces/interface[name=Ethernet0]", [("state/counters/in-octets", pb.TypedValue(uint_val=7))]))
+    state.apply(note("/interfaces/interface[name=Ethernet0]",
+                     [("state/counters/in-octets", pb.TypedValue(uint_val=7))]))
     assert received[("sw", "Ethernet0")] == 7
     # Deleting series frees room for new ones.
     state.apply(note("", [], deletes=tuple(f"/interfaces/interface[name=Ethernet{i}]" for i in range(10))))
     assert state.bound == 40
-    state.apply(note("/interfaces/interface[name=Ethernet0]", [("state/counters/in-octets", pb.TypedValue(uint_val=9))]))
+    state.apply(note("/interfaces/interface[name=Ethernet0]",
+                     [("state/counters/in-octets", pb.TypedValue(uint_val=9))]))
     assert received[("sw", "Ethernet0")] == 9 and state.bound == 41
 
 
@@ -193,7 +203,8 @@ def cumulus_notes(ports: int, bump: int) -> list[pb.Notification]:
     for prefix, leaves in groups.items():
         updates = []
         for i, (rel, value) in enumerate(leaves):
-            val = pb.TypedValue(string_val=value) if isinstance(value, str) else pb.TypedValue(uint_val=value + bump * (i + 1))
+            val = (pb.TypedValue(string_val=value) if isinstance(value, str)
+                   else pb.TypedValue(uint_val=value + bump * (i + 1)))
             updates.append(pb.Update(path=to_proto(format_path(rel)), val=val))
         out.append(pb.Notification(prefix=to_proto(format_path(prefix), "openconfig"), update=updates))
     return out
@@ -223,7 +234,8 @@ def test_bulk_path_writes_exactly_what_the_per_update_path_writes(monkeypatch):
     qos = next(n for n in cumulus_notes(3, 1000) if format_path(from_proto(n.prefix, True)).endswith(
         "interface[interface-id=swp1]"))
     sent = {format_path(from_proto(u.path, True)): u.val.uint_val for u in qos.update}
-    assert got[("infrapulse_switch_pfc_pause_duration_seconds_total", ("sw", "swp1", "3", "rx"))] == pytest.approx(
+    assert got[("infrapulse_switch_pfc_pause_duration_seconds_total",
+                ("sw", "swp1", "3", "rx"))] == pytest.approx(
         sent["/switch-priority[priority=3]/state/in-pause-duration"] * 1e-6)
     assert got[("infrapulse_switch_queue_ecn_marked_packets_total", ("sw", "swp1", "5"))] == \
         sent["/output/queues/queue[name=5]/state/ecn-marked-pkts"]
@@ -232,9 +244,12 @@ def test_bulk_path_writes_exactly_what_the_per_update_path_writes(monkeypatch):
 def test_bulk_path_falls_back_for_mixed_kinds_and_values_stay_exact():
     state = SwitchState("sw", PROFILES["openconfig"])
     prefix = "/interfaces/interface[name=E1]/state/counters"
-    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=10)), ("out-octets", pb.TypedValue(uint_val=20))]))
-    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=11)), ("out-octets", pb.TypedValue(double_val=2.5))]))
-    state.apply(note(prefix, [("in-octets", pb.TypedValue(int_val=-3)), ("out-octets", pb.TypedValue(int_val=40))]))
+    state.apply(note(prefix,
+                     [("in-octets", pb.TypedValue(uint_val=10)), ("out-octets", pb.TypedValue(uint_val=20))]))
+    state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=11)),
+                              ("out-octets", pb.TypedValue(double_val=2.5))]))
+    state.apply(note(prefix,
+                     [("in-octets", pb.TypedValue(int_val=-3)), ("out-octets", pb.TypedValue(int_val=40))]))
     assert series(state) == {("infrapulse_switch_interface_received_bytes_total", ("sw", "E1")): -3.0,
                              ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 40.0}
     state.apply(note(prefix, [("in-octets", pb.TypedValue(uint_val=12)), ("out-octets", pb.TypedValue())]))
@@ -261,7 +276,8 @@ def test_updates_with_more_than_a_path_and_a_value_take_the_per_update_path():
     updates[1].val.uint_val = 21
     state.apply(pb.Notification(prefix=prefix, update=updates))
     assert bulk_plans(state) == 1 and state.updates == 6
-    assert series(state) == {**expected, ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 21.0}
+    assert series(state) == {**expected,
+                             ("infrapulse_switch_interface_transmitted_bytes_total", ("sw", "E1")): 21.0}
 
 
 def test_deletes_and_sweeps_invalidate_bulk_plans():
@@ -282,7 +298,8 @@ def test_deletes_and_sweeps_invalidate_bulk_plans():
         state.sweep()
     remaining = series(state)
     assert state.bound == len(remaining)
-    assert {f for f, _ in remaining} <= {"infrapulse_switch_interface_oper_up", "infrapulse_switch_lldp_neighbor_info"}
+    assert {f for f, _ in remaining} <= {"infrapulse_switch_interface_oper_up",
+                                         "infrapulse_switch_lldp_neighbor_info"}
     for n in notes:
         state.apply(n)
     assert state.bound == len(series(state)) == full
@@ -393,17 +410,21 @@ def test_compaction_after_ports_vanish_keeps_every_value_exact():
 def test_a_series_written_by_two_leaf_paths_stays_while_either_streams():
     state = SwitchState("sw", PROFILES["openconfig"])
     key = ("infrapulse_switch_interface_received_bytes_total", ("sw", "E1"))
-    long_path = note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=1))])
+    long_path = note("/interfaces/interface[name=E1]",
+                     [("state/counters/in-octets", pb.TypedValue(uint_val=1))])
     state.apply(long_path)
-    state.apply(note("/interfaces/interface[name=E1]/state", [("counters/in-octets", pb.TypedValue(uint_val=2))]))
+    state.apply(note("/interfaces/interface[name=E1]/state",
+                     [("counters/in-octets", pb.TypedValue(uint_val=2))]))
     assert state.bound == 2 and series(state) == {key: 2.0}
     for value in (3, 4):  # only the first path goes on
         state.sweep()
-        state.apply(note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=value))]))
+        state.apply(note("/interfaces/interface[name=E1]",
+                         [("state/counters/in-octets", pb.TypedValue(uint_val=value))]))
     assert state.bound == 2
     state.sweep()  # the other path's binding expires; the series is still held by the first
     assert state.bound == 1 and series(state) == {key: 4.0}
-    state.apply(note("/interfaces/interface[name=E1]", [("state/counters/in-octets", pb.TypedValue(uint_val=5))]))
+    state.apply(note("/interfaces/interface[name=E1]",
+                     [("state/counters/in-octets", pb.TypedValue(uint_val=5))]))
     assert series(state) == {key: 5.0}
     for _ in range(3):
         state.sweep()

@@ -124,15 +124,18 @@ sources:
         async with running_daemon(config) as daemon:
             await wait_for(lambda: status_value(daemon.store, "leaf01", "infrapulse_switch_up") == 1.0)
             metrics = render_store(daemon.store)
-            assert value(metrics, "infrapulse_switch_interface_oper_up", switch="leaf01", interface="Ethernet2") == 1.0
+            assert value(metrics, "infrapulse_switch_interface_oper_up", switch="leaf01",
+                         interface="Ethernet2") == 1.0
             assert value(metrics, "infrapulse_switch_up", switch="leaf01") == 1.0
             assert value(metrics, "infrapulse_source_up", source="gnmi", target="leaf01") == 1.0
             switch.port("Ethernet2").oper_up = False
             switch.port("Ethernet1").in_octets += 12345
             await wait_for(lambda: value(render_store(daemon.store), "infrapulse_switch_interface_oper_up",
                                          switch="leaf01", interface="Ethernet2") == 0.0, what="oper down")
-            await wait_for(lambda: value(render_store(daemon.store), "infrapulse_switch_interface_received_bytes_total",
-                                         switch="leaf01", interface="Ethernet1") == 1_012_345.0, what="sample")
+            await wait_for(lambda: value(render_store(daemon.store),
+                                         "infrapulse_switch_interface_received_bytes_total",
+                                         switch="leaf01", interface="Ethernet1") == 1_012_345.0,
+                           what="sample")
             # the status API shows the switch with its reason
             from infrapulse.http import sources_status
             api = {(s["source"], s["target"]): s for s in sources_status(daemon.store)}
@@ -141,7 +144,8 @@ sources:
 
 async def test_json_ietf_subtrees_keep_list_keys_out_of_metric_names():
     """Queues and LLDP neighbours arrive as lists inside one JSON_IETF value per interface."""
-    switch = SimSwitch("leaf01", "arista-eos", ports=1, neighbors={0: ("gpu-node-01", "ens1f0np0")}, frozen=True)
+    switch = SimSwitch("leaf01", "arista-eos", ports=1, neighbors={0: ("gpu-node-01", "ens1f0np0")},
+                       frozen=True)
     target = GnmiTarget(switch, encodings=(pb.JSON_IETF,))
     seen_raw = []
     original = target.Subscribe

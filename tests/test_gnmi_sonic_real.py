@@ -83,7 +83,8 @@ def test_per_field_wildcard_reply_maps_port_field_value(capture):
     assert state.coverage.series[PFC7] == 2
     assert state.coverage.unmapped == {}
     assert state.malformed == 0
-    assert data(state, "infrapulse_switch_interface_alias_info")[("leaf01", "Ethernet68", "Ethernet68/1")] == 1.0
+    assert data(state, "infrapulse_switch_interface_alias_info")[
+        ("leaf01", "Ethernet68", "Ethernet68/1")] == 1.0
 
 
 def test_queues_alias_reply_pfc_watchdog_depth_and_periodic_watermarks():
@@ -140,7 +141,8 @@ def doc_replies() -> list[tuple[str, str, bytes]]:
 
 def test_real_nvidia_queues_reply_keyed_by_etp_aliases():
     replies = {path: raw for _, path, raw in doc_replies()}
-    assert set(replies) == {"COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_7_ON2OFF_RX_PKTS", "COUNTERS/Ethernet68/Queues",
+    assert set(replies) == {"COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_7_ON2OFF_RX_PKTS",
+                            "COUNTERS/Ethernet68/Queues",
                             QUEUES}
     state = SwitchState("sn", SONIC)
     # Assumed names: sonic-gnmi testdata/PORT_TABLE.txt has Ethernet40 <-> etp10 (8 lanes per etp);
@@ -173,7 +175,8 @@ def test_real_on2off_reply_and_a_single_port_queues_path():
     assert len(transitions) == 54  # Ethernet0..48, 52, 56, 60, 64, 68
     assert transitions[("sw", "Ethernet68", "7", "rx")] == 0.0
     assert set(transitions.values()) == {0.0}
-    feed(state, sonic_reply("COUNTERS_DB", "COUNTERS/Ethernet68/Queues", replies["COUNTERS/Ethernet68/Queues"]))
+    feed(state,
+         sonic_reply("COUNTERS_DB", "COUNTERS/Ethernet68/Queues", replies["COUNTERS/Ethernet68/Queues"]))
     assert len(data(state, "infrapulse_switch_queue_transmitted_packets_total")) == 8
     assert len(data(state, "infrapulse_switch_queue_watermark_bytes")) == 8
     assert state.malformed == 0
@@ -195,7 +198,8 @@ def test_without_a_port_table_the_sync_releases_held_keys_as_sent():
     feed(state, sonic_reply("COUNTERS_DB", PFC7, {"Ethernet8": {"SAI_PORT_STAT_PFC_7_RX_PKTS": "5"}}))
     assert data(state, "infrapulse_switch_pfc_pause_frames_total") == {}
     state.on_sync()
-    assert data(state, "infrapulse_switch_pfc_pause_frames_total") == {("leaf01", "Ethernet8", "7", "rx"): 5.0}
+    assert data(state, "infrapulse_switch_pfc_pause_frames_total") == {
+        ("leaf01", "Ethernet8", "7", "rx"): 5.0}
 
 
 def test_a_port_added_later_moves_from_its_alias_to_its_name():
@@ -207,7 +211,8 @@ def test_a_port_added_later_moves_from_its_alias_to_its_name():
     assert set(data(state, "infrapulse_switch_pfc_pause_frames_total")) == {
         ("leaf01", "Ethernet0", "7", "rx"), ("leaf01", "etp2", "7", "rx")}
     port_table(state, {"Ethernet4": {"alias": "etp2"}})  # ON_CHANGE: the new port only
-    assert set(data(state, "infrapulse_switch_pfc_pause_frames_total")) == {("leaf01", "Ethernet0", "7", "rx")}
+    assert set(data(state, "infrapulse_switch_pfc_pause_frames_total")) == {
+        ("leaf01", "Ethernet0", "7", "rx")}
     feed(state, sonic_reply("COUNTERS_DB", PFC7, pfc))
     assert data(state, "infrapulse_switch_pfc_pause_frames_total") == {
         ("leaf01", "Ethernet0", "7", "rx"): 1.0, ("leaf01", "Ethernet4", "7", "rx"): 2.0}
@@ -219,7 +224,8 @@ def test_port_table_oper_status_flap_count_last_down_time_and_deleted_keys():
     # shape and time format of sonic-gnmi testdata/PORT_TABLE.txt (sonic-swss strftime, UTC)
     port_table(state, {
         "Ethernet0": {"admin_status": "up", "alias": "etp0", "oper_status": "up", "flap_count": "3",
-                      "speed": "100000", "lanes": "2304,2305,2306,2307", "last_up_time": "Fri Jul 18 19:59:28 2025",
+                      "speed": "100000", "lanes": "2304,2305,2306,2307",
+                      "last_up_time": "Fri Jul 18 19:59:28 2025",
                       "last_down_time": "Fri Jul 18 19:59:28 2025"},
         # before May 2024 swss wrote ctime(): a space-padded day and a trailing newline
         "Ethernet40": {"alias": "etp10", "oper_status": "down", "flap_count": "0",
@@ -246,11 +252,13 @@ def test_pause_quanta_become_seconds_at_the_port_speed_and_never_jump_back():
     state = SwitchState("leaf01", SONIC)
     path = "COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION"
     port_table(state, {"Ethernet0": {"alias": "etp1", "speed": "100000"}})
-    feed(state, sonic_reply("COUNTERS_DB", path, {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION": "195312500"}}))
+    feed(state,
+         sonic_reply("COUNTERS_DB", path, {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION": "195312500"}}))
     key = ("leaf01", "Ethernet0", "3", "rx")
     assert data(state, "infrapulse_switch_pfc_pause_duration_seconds_total")[key] == pytest.approx(1.0)
     port_table(state, {"Ethernet0": {"alias": "etp1", "speed": "400000"}})  # the port is re-speeded
-    feed(state, sonic_reply("COUNTERS_DB", path, {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION": "976562500"}}))
+    feed(state,
+         sonic_reply("COUNTERS_DB", path, {"etp1": {"SAI_PORT_STAT_PFC_3_RX_PAUSE_DURATION": "976562500"}}))
     # +781250000 quanta at 400G = +1 s: 2 s in all, not the whole counter re-read at the new speed
     assert data(state, "infrapulse_switch_pfc_pause_duration_seconds_total")[key] == pytest.approx(2.0)
 
@@ -259,8 +267,10 @@ def test_unmapped_leaves_are_counted_per_plan_not_per_leaf_and_ignored_ones_not_
     """The bulk path: a PROTO notification with one mapped and one unmapped leaf."""
     state = SwitchState("sw", load_profiles()["openconfig"])
     note = pb.Notification(timestamp=1, prefix=to_proto("/interfaces/interface[name=E1]/state", "openconfig"),
-                           update=[pb.Update(path=to_proto("counters/in-octets"), val=pb.TypedValue(uint_val=7)),
-                                   pb.Update(path=to_proto("counters/in-typo"), val=pb.TypedValue(uint_val=1))])
+                           update=[pb.Update(path=to_proto("counters/in-octets"),
+                                             val=pb.TypedValue(uint_val=7)),
+                                   pb.Update(path=to_proto("counters/in-typo"),
+                                             val=pb.TypedValue(uint_val=1))])
     raw = pb.SubscribeResponse(update=note).SerializeToString()
     for _ in range(3):
         feed(state, raw)
@@ -336,7 +346,8 @@ interface_table: {path: PORT_TABLE, alias: alias}
 streams:
   - target: COUNTERS_DB
     alias_keys: true
-    subscriptions: [COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS, COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_OCTETS]
+    subscriptions: [COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS,
+                    COUNTERS/Ethernet*/SAI_PORT_STAT_IF_IN_OCTETS]
   - target: APPL_DB
     subscriptions: [{path: PORT_TABLE, mode: on_change}]
 metrics:

@@ -101,7 +101,8 @@ def test_fcs_is_preferred_to_crc_per_interface(encoding):
                 updates.append(("state/counters/in-fcs-errors", uint(leaves["fcs"])))
             state.apply(note(f"/interfaces/interface[name={interface}]", updates))
         else:  # one JSON_IETF subtree per interface, crc before fcs in member order
-            doc = {"openconfig-if-ethernet:ethernet": {"state": {"counters": {"in-crc-errors": str(leaves["crc"])}}}}
+            doc = {"openconfig-if-ethernet:ethernet": {
+                "state": {"counters": {"in-crc-errors": str(leaves["crc"])}}}}
             if "fcs" in leaves:
                 doc["openconfig-interfaces:state"] = {"counters": {"in-fcs-errors": str(leaves["fcs"])}}
             state.apply(note("", [(f"/interfaces/interface[name={interface}]",
@@ -197,12 +198,14 @@ def test_lanz_series_expire_when_no_record_refreshes_them():
     def record(interface: str, tc: int, segments: int) -> pb.Notification:
         doc = {"intfName": interface, "trafficClass": tc, "queueSize": segments, "qDropCount": 0,
                "entryType": "UPDATE"}
-        return note("/LANZ/congestion", [("congestionRecord", pb.TypedValue(json_val=json.dumps(doc).encode()))],
+        return note("/LANZ/congestion",
+                    [("congestionRecord", pb.TypedValue(json_val=json.dumps(doc).encode()))],
                     origin="eos_native")
 
     state.apply(record("Ethernet1", 3, 100))
     state.apply(record("Ethernet2", 1, 10))
-    assert series(state) == {(DEPTH, ("sw", "Ethernet1", "3")): 1600.0, (DEPTH, ("sw", "Ethernet2", "1")): 160.0}
+    assert series(state) == {(DEPTH, ("sw", "Ethernet1", "3")): 1600.0,
+                             (DEPTH, ("sw", "Ethernet2", "1")): 160.0}
     for segments in (200, 300, 400):  # Ethernet1/3 stays congested, Ethernet2/1 is quiet
         state.sweep()
         state.apply(record("Ethernet1", 3, segments))
@@ -295,9 +298,11 @@ streams:
 metrics:
   - {path: "/interfaces/interface[name={interface}]/state/counters/in-octets",
      family: infrapulse_switch_interface_received_bytes_total}
-  - {path: "/qos/interfaces/interface[interface-id={interface}]/output/queues/queue[name={queue}]/state/wred-dropped-pkts",
+  - {path: "/qos/interfaces/interface[interface-id={interface}]/output/queues/queue[name={queue}]/\\
+            state/wred-dropped-pkts",
      family: infrapulse_switch_queue_wred_dropped_packets_total}
-  - {path: "/qos/interfaces/interface[interface-id={interface}]/switch-priority[priority={priority}]/state/counters/in-discards",
+  - {path: "/qos/interfaces/interface[interface-id={interface}]/switch-priority[priority={priority}]/\\
+            state/counters/in-discards",
      family: infrapulse_switch_priority_discards_total}
 """
 
@@ -317,9 +322,11 @@ async def test_cumulus_busy_subscription_setup_is_retried_promptly_and_is_no_fai
         assert status.reason == "ok" and status.errors == 0  # never recorded as a failure
         session = source.sessions["leaf01"]
         assert target.busy_refusals >= 1 and session.busy_retries == target.busy_refusals
-        assert session.ever_synced and status_value(store, "leaf01", "infrapulse_switch_reconnects_total") == 0
+        assert (session.ever_synced
+                and status_value(store, "leaf01", "infrapulse_switch_reconnects_total") == 0)
         got = data_series(store, "leaf01")
-        assert got[("infrapulse_switch_queue_wred_dropped_packets_total", ("leaf01", "swp2", "3"))] == 2 * 3 + 1 + 1
+        assert got[("infrapulse_switch_queue_wred_dropped_packets_total",
+                    ("leaf01", "swp2", "3"))] == 2 * 3 + 1 + 1
         assert got[("infrapulse_switch_priority_discards_total", ("leaf01", "swp2", "3"))] == 100 + 9
         assert len(got) == 2 + 2 * 8 + 2 * 8
 

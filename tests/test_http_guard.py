@@ -81,7 +81,8 @@ async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
 
 
 async def test_per_client_cap_refuses_one_address_not_the_others():
-    async with running_daemon("http: {max_connections_per_client: 2, idle_timeout: 30s, header_timeout: 30s}\n") as d:
+    async with running_daemon("http: {max_connections_per_client: 2, idle_timeout: 30s, "
+                              "header_timeout: 30s}\n") as d:
         flood = [await asyncio.open_connection("127.0.0.1", d.bound_port, local_addr=("127.0.0.2", 0))
                  for _ in range(3)]
         assert [await _closed_within(r, 0.3) for r, _ in flood] == [False, False, True]

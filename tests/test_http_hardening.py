@@ -178,7 +178,8 @@ def test_web_config_errors(tmp_path):
         f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.server_cert}\n":
             f"tls_server_config.key_file: {pki.server_cert}: not an unencrypted PEM private key",
         f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.client_key}\n":
-            f"key_file {pki.client_key} with cert_file {pki.server_cert}: the key does not match the certificate",
+            f"key_file {pki.client_key} with cert_file {pki.server_cert}: "
+            "the key does not match the certificate",
         f"tls_server_config:\n  cert_file: {pki.server_cert}\n  key_file: {pki.server_key}\n"
         "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: junk.pem\n":
             f"tls_server_config.client_ca_file: {tmp_path / 'junk.pem'}: no PEM certificate in it",
@@ -326,7 +327,8 @@ async def test_malformed_requests_are_counted_and_logged_once_per_kind(caplog):
         async with running_daemon("interval: 1s\n") as d:
             for data in MALFORMED.values():
                 for _ in range(repeats):
-                    assert (await _send_raw(d.bound_port, data))[:12] in (b"HTTP/1.1 400", b"HTTP/1.0 400"), data[:20]
+                    assert (await _send_raw(d.bound_port, data))[:12] in (b"HTTP/1.1 400", b"HTTP/1.0 400"), \
+                        data[:20]
             values = await scrape_until(d, lambda v: True, attempts=1)
     lines = [r for r in caplog.records if r.getMessage() == "rejected a malformed request"]
     kinds = sorted(r.error for r in lines)
@@ -334,7 +336,8 @@ async def test_malformed_requests_are_counted_and_logged_once_per_kind(caplog):
     assert all(r.peer == "127.0.0.1" and r.exc_info is None for r in lines)
     assert not [r for r in caplog.records if r.exc_info or r.name.startswith("aiohttp")], caplog.text
     assert d.http_stats.rejected["malformed"] == repeats * len(MALFORMED)
-    assert value(values, "infrapulse_http_requests_rejected_total", reason="malformed") == repeats * len(MALFORMED)
+    assert value(values, "infrapulse_http_requests_rejected_total",
+                 reason="malformed") == repeats * len(MALFORMED)
 
 
 def test_rate_limiter_holds_back_repeats_and_reports_them():
@@ -368,10 +371,12 @@ async def test_every_response_carries_the_security_headers(tmp_path):
             for path, headers, status in (
                     ("/", {"Authorization": auth}, 200), ("/metrics", {"Authorization": auth}, 200),
                     ("/api/v1/health", {"Authorization": auth}, 200),
-                    ("/api/v1/sources", {"Authorization": auth}, 200), ("/healthz", {"Authorization": auth}, 200),
+                    ("/api/v1/sources", {"Authorization": auth}, 200),
+                    ("/healthz", {"Authorization": auth}, 200),
                     ("/static/health.css", {"Authorization": auth}, 200),
                     ("/static/infrapulse.css", {"Authorization": auth}, 200),
-                    ("/nope", {"Authorization": auth}, 404), ("/api/v1/sources?x=1", {"Authorization": auth}, 400),
+                    ("/nope", {"Authorization": auth}, 404),
+                    ("/api/v1/sources?x=1", {"Authorization": auth}, 400),
                     ("/metrics", {}, 401)):
                 async with session.get(f"http://127.0.0.1:{d.bound_port}{path}", headers=headers) as resp:
                     body = await resp.text()

@@ -66,12 +66,14 @@ async def test_scenario_api_accepts_only_the_documented_shape():
                                 "invalid start byte"})
             # What it does accept.
             assert await _post(session, url, json.dumps({"name": NAME})) == (200, {"active": [NAME]})
-            assert await _post(session, url, json.dumps({"name": NAME, "active": False})) == (200, {"active": []})
+            assert await _post(session, url, json.dumps({"name": NAME, "active": False})) == \
+                (200, {"active": []})
             got = await _post(session, url, json.dumps({"name": NAME, "active": True, "duration": 30}))
             assert got == (200, {"active": [NAME]}) and board.elapsed(NAME) < 1
-            assert await _post(session, url, json.dumps({"name": NAME, "active": True, "duration": None})) == \
-                (200, {"active": [NAME]})
-            async with session.post(url, data=b"{" * 70_000, headers={"Content-Type": "application/json"}) as resp:
+            assert await _post(session, url, json.dumps({"name": NAME, "active": True, "duration": None})) \
+                == (200, {"active": [NAME]})
+            async with session.post(url, data=b"{" * 70_000,
+                                    headers={"Content-Type": "application/json"}) as resp:
                 assert resp.status == 413  # over the 64 KiB body limit
     finally:
         await server.close()

@@ -57,7 +57,8 @@ async def test_every_scrape_succeeds_during_a_slow_client_flood(tmp_path):
     assert max(result.latencies) < 10.0
     # The flood was real: all 1000 were held or re-opened, and the daemon shed them.
     per_client = 64  # http.max_connections_per_client's default
-    assert counts["max_open"] >= per_client and counts["opened"] + counts["connect_failed"] >= CONNECTIONS, counts
+    assert (counts["max_open"] >= per_client
+            and counts["opened"] + counts["connect_failed"] >= CONNECTIONS), counts
     assert closed["client_limit"] >= CONNECTIONS - per_client, closed
     assert closed["handshake_timeout"] + closed["header_timeout"] >= 1, closed
     print(f"\n{CONNECTIONS} slow connections from 127.0.0.2: {result.summary()}; flooder {counts}")

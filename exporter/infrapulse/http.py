@@ -271,7 +271,8 @@ def parse_json_object(raw: bytes, fields: dict[str, JsonField]) -> dict[str, obj
                 raise JsonInputError(f"missing field {key!r}")
             continue
         if not field.accepts(body[key]):
-            raise JsonInputError(f"field {key!r} must be {field.type_name()}, got {json.dumps(body[key])[:80]}")
+            raise JsonInputError(f"field {key!r} must be {field.type_name()}, "
+                                 f"got {json.dumps(body[key])[:80]}")
     return body
 
 

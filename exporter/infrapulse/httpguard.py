@@ -28,6 +28,7 @@ import asyncio
 import ipaddress
 import logging
 import ssl
+import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -211,11 +212,15 @@ class GuardedConnection(asyncio.Protocol):
         ssl_context = self.guard.ssl_context
         assert ssl_context is not None  # only TLS listeners hand connections here
         try:
-            # start_tls' own timeout is a backstop: the deadline armed above closes it first.
-            app_transport = await loop.start_tls(
-                raw, self, ssl_context, server_side=True,
-                ssl_handshake_timeout=limits.handshake_timeout + 1.0,
-                ssl_shutdown_timeout=max(limits.header_timeout, 1.0))
+            # start_tls' own timeouts are a backstop: the deadline armed above closes it first.
+            handshake_timeout = limits.handshake_timeout + 1.0
+            if sys.version_info >= (3, 11):
+                app_transport = await loop.start_tls(
+                    raw, self, ssl_context, server_side=True, ssl_handshake_timeout=handshake_timeout,
+                    ssl_shutdown_timeout=max(limits.header_timeout, 1.0))
+            else:  # 3.10's start_tls takes no ssl_shutdown_timeout (a TypeError, every handshake failed)
+                app_transport = await loop.start_tls(
+                    raw, self, ssl_context, server_side=True, ssl_handshake_timeout=handshake_timeout)
         except Exception as exc:  # ssl.SSLError, ConnectionError, TimeoutError, ...
             if not self._lost:  # not closed by our deadline or an eviction: the client failed it
                 self.guard.stats.closed["handshake_failed"] += 1
@@ -295,7 +300,8 @@ class ConnectionGuard:
     # Connections in these states have not earned their slot: closed first when the cap is full.
     EVICTABLE = ("handshake", "headers", "closing")
 
-    def __init__(self, limits: GuardLimits, stats: HttpStats, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, limits: GuardLimits, stats: HttpStats,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.limits = limits
         self.stats = stats
         self.ssl_context = ssl_context
@@ -398,7 +404,8 @@ class ConnectionGuard:
 
     @web.middleware
     async def middleware(self, request: web.Request,
-                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+                         handler: Callable[[web.Request],
+                                           Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         """Outermost middleware: the headers are in (stop their deadline); count refusals; a
         401 marks the connection as closing."""
         conn = self._by_handler.get(request.protocol)

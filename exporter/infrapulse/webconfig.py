@@ -148,7 +148,8 @@ def _check_certificates(path: Path, tls: dict, key: str) -> None:
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=text)
     except (ssl.SSLError, ValueError):
-        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: no PEM certificate in it") from None
+        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: "
+                             "no PEM certificate in it") from None
 
 
 def _load_certificates(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:

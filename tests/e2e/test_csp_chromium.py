@@ -52,8 +52,10 @@ class Collector:
 
     async def control(self, request: web.Request) -> web.Response:
         page = ('<!doctype html><html><head><style>body{color:red}</style></head>'
-                '<body><p style="color:blue">inline</p><script>document.title = "ran";</script></body></html>')
-        return web.Response(text=page, content_type="text/html", headers={"Content-Security-Policy": self.policy})
+                '<body><p style="color:blue">inline</p>'
+                '<script>document.title = "ran";</script></body></html>')
+        return web.Response(text=page, content_type="text/html",
+                            headers={"Content-Security-Policy": self.policy})
 
     def from_origin(self, origin: str) -> list[dict]:
         return [r for r in self.reports if str(r.get("document-uri", "")).startswith(origin)]
@@ -61,7 +63,8 @@ class Collector:
 
 async def _browser_violations(browser: Browser, origin: str) -> list[str]:
     console = [e["params"]["entry"]["text"] for e in browser.events
-               if e.get("method") == "Log.entryAdded" and "Content Security Policy" in e["params"]["entry"]["text"]
+               if e.get("method") == "Log.entryAdded"
+               and "Content Security Policy" in e["params"]["entry"]["text"]
                and origin in json.dumps(e["params"]["entry"])]
     return console
 
@@ -100,12 +103,14 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
                 seen[path] = await browser.evaluate("window.__csp")
             scenarios = sorted(demo.known_scenarios())
             for name in scenarios:
-                async with session.post(origin + "/api/v1/scenarios", json={"name": name, "active": True}) as resp:
+                async with session.post(origin + "/api/v1/scenarios",
+                                        json={"name": name, "active": True}) as resp:
                     assert resp.status == 200, await resp.text()
                 await asyncio.sleep(1.2)  # a health tick renders the scenario's detractors
                 await browser.navigate(origin + "/")
                 seen[f"/ with {name}"] = await browser.evaluate("window.__csp")
-                async with session.post(origin + "/api/v1/scenarios", json={"name": name, "active": False}) as resp:
+                async with session.post(origin + "/api/v1/scenarios",
+                                        json={"name": name, "active": False}) as resp:
                     assert resp.status == 200
             page_text = await browser.evaluate("document.body.innerText")
             # The control: the same policy with inline style and script is reported.

@@ -124,7 +124,8 @@ def test_documented_capability_opt_in_verifies_and_adds_only_its_capability(tmp_
     analyze = need("systemd-analyze", "systemd")
     doc = (ROOT / "docs" / "security.md").read_text()
     block = re.search(r"```ini\n(.*?)```", doc, re.S).group(1)
-    drop_in = dict(line.split("=", 1) for line in block.splitlines() if "=" in line and not line.startswith("#"))
+    drop_in = dict(line.split("=", 1) for line in block.splitlines()
+                   if "=" in line and not line.startswith("#"))
     assert drop_in == {"CapabilityBoundingSet": "CAP_NET_ADMIN", "AmbientCapabilities": "CAP_NET_ADMIN"}
     unit = _unit_for_verify(tmp_path)
     text = unit.read_text()
@@ -137,6 +138,7 @@ def test_documented_capability_opt_in_verifies_and_adds_only_its_capability(tmp_
 
     def exposure(path: Path) -> float:
         result = run([analyze, "security", "--offline=yes", "--no-pager", str(path)])
-        return float(re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout + result.stderr).group(1))
+        return float(re.search(r"Overall exposure level for \S+: ([\d.]+)",
+                               result.stdout + result.stderr).group(1))
 
     assert exposure(unit) < exposure(opted) <= 2.0

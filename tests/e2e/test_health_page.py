@@ -92,8 +92,8 @@ async def test_status_page_in_headless_chromium(tmp_path):
         await _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,900", url)
 
     # Offline by construction: no external scripts, styles, images or fonts.
-    assert "<script" not in raw and "http://" not in raw.replace(f"http://127.0.0.1:{daemon.bound_port}", "") \
-        .replace("http://www.w3.org/2000/svg", "")
+    assert "<script" not in raw and "http://" not in raw.replace(
+        f"http://127.0.0.1:{daemon.bound_port}", "").replace("http://www.w3.org/2000/svg", "")
     dom = _Dom()
     dom.feed(dom_text)
     score = dom.by_id["score"]
@@ -110,7 +110,8 @@ async def test_status_page_in_headless_chromium(tmp_path):
     assert any("leaf03 Ethernet12 queue 3: 1.5% of packets ECN-marked over the last 1m (bad at 5%)" in s
                for s in sentences)
     rows = {(r["data-source"], r["data-target"]): r for r in dom.by_class["source"]}
-    assert "down" in rows[("serving", "llama")]["class"] and "no answer within 4.5s" in rows[("serving", "llama")]["text"]
+    assert ("down" in rows[("serving", "llama")]["class"]
+            and "no answer within 4.5s" in rows[("serving", "llama")]["text"])
     assert "up" in rows[("gnmi", "leaf03")]["class"].split()
     spark = dom.by_id["sparkline"]
     assert int(spark["data-points"]) >= 31

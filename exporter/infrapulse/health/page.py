@@ -38,10 +38,12 @@ def gauge_svg(score: float | None, status: str) -> str:
                f'stroke="{COLORS.get(status, "#757575")}" stroke-width="18" stroke-linecap="butt"/>')
     return (f'<svg id="gauge" role="img" aria-label="health score {_fmt(score)}" width="220" height="130" '
             f'viewBox="0 0 220 130" xmlns="http://www.w3.org/2000/svg">'
-            f'<path d="M{cx - r},{cy} A{r},{r} 0 0 1 {cx + r},{cy}" fill="none" stroke="#e0e0e0" stroke-width="18"/>'
+            f'<path d="M{cx - r},{cy} A{r},{r} 0 0 1 {cx + r},{cy}" fill="none" stroke="#e0e0e0" '
+            f'stroke-width="18"/>'
             f'{arc}<text x="{cx}" y="{cy - 8}" text-anchor="middle" font-size="44" font-weight="bold" '
             f'fill="#212121">{_fmt(score)}</text>'
-            f'<text x="{cx}" y="{cy + 16}" text-anchor="middle" font-size="15" fill="{COLORS.get(status, "#757575")}">'
+            f'<text x="{cx}" y="{cy + 16}" text-anchor="middle" font-size="15" '
+            f'fill="{COLORS.get(status, "#757575")}">'
             f'{_esc(status)}</text></svg>')
 
 
@@ -79,11 +81,13 @@ def component_bars(components: list[dict[str, Any]]) -> str:
         color = COLORS["unknown"] if score is None else (
             COLORS["healthy"] if score >= 80 else COLORS["degraded"] if score >= 50 else COLORS["critical"])
         width = 0 if score is None else max(0.0, min(score, 100.0))
-        capped = f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>' if comp["capped_by"] else ""
+        capped = (f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>' if comp["capped_by"]
+                  else "")
         rows.append(
             f'<div class="component" data-component="{_esc(comp["name"])}" data-score="{_fmt(score)}">'
             f'<span class="cname">{_esc(comp["name"])}</span>'
-            f'<svg width="300" height="16" xmlns="http://www.w3.org/2000/svg"><rect width="300" height="16" fill="#eeeeee"/>'
+            f'<svg width="300" height="16" xmlns="http://www.w3.org/2000/svg">'
+            f'<rect width="300" height="16" fill="#eeeeee"/>'
             f'<rect width="{width * 3:.1f}" height="16" fill="{color}"/></svg>'
             f'<span class="cscore">{_fmt(score)}</span>'
             f'<span class="ccov">coverage {comp["coverage"] * 100:.0f}%</span>{capped}</div>')
@@ -95,7 +99,8 @@ def detractor_list(detractors: list[dict[str, Any]]) -> str:
         return '<p class="empty">Nothing is pulling the score down.</p>'
     items = "".join(
         f'<li class="detractor" data-signal="{_esc(d["signal"])}" data-target="{_esc(d["target"])}">'
-        f'<span class="sentence">{_esc(d["sentence"])}</span><br><span class="hint">{_esc(d["hint"])}</span></li>'
+        f'<span class="sentence">{_esc(d["sentence"])}</span><br>'
+        f'<span class="hint">{_esc(d["hint"])}</span></li>'
         for d in detractors)
     return f'<ol id="detractor-list">{items}</ol>'
 
@@ -104,8 +109,8 @@ def coverage_list(notes: list[dict[str, Any]]) -> str:
     """Source instances whose mappings map to nothing (silent loss; not part of the score)."""
     if not notes:
         return ""
-    items = "".join(f'<li class="coverage-note" data-source="{_esc(n["source"])}" data-target="{_esc(n["target"])}">'
-                    f'{_esc(n["sentence"])}</li>' for n in notes)
+    items = "".join(f'<li class="coverage-note" data-source="{_esc(n["source"])}" '
+                    f'data-target="{_esc(n["target"])}">{_esc(n["sentence"])}</li>' for n in notes)
     return ('<h2>Mappings that map to nothing</h2><p class="hint">Not counted in the score: data these '
             f'sources could not map is missing from it.</p><ul id="coverage-notes">{items}</ul>')
 
@@ -115,8 +120,10 @@ def source_table(sources: list[dict[str, Any]], now: float) -> str:
     for st in sources:
         age = f"{now - st['last_success']:.0f}s ago" if st["last_success"] else "never"
         state = "up" if st["up"] else "down"
-        rows.append(f'<tr class="source {state}" data-source="{_esc(st["source"])}" data-target="{_esc(st["target"])}">'
-                    f'<td>{_esc(st["source"])}</td><td>{_esc(st["target"])}</td><td class="state">{state}</td>'
+        rows.append(f'<tr class="source {state}" data-source="{_esc(st["source"])}" '
+                    f'data-target="{_esc(st["target"])}">'
+                    f'<td>{_esc(st["source"])}</td><td>{_esc(st["target"])}</td>'
+                    f'<td class="state">{state}</td>'
                     f'<td>{_esc(st["reason"])}</td><td>{_esc(st["message"])}</td><td>{age}</td></tr>')
     body = "".join(rows) or '<tr><td colspan="6">no sources running</td></tr>'
     return ('<table id="sources"><tr><th>source</th><th>target</th><th>state</th><th>reason</th>'
@@ -135,14 +142,15 @@ h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.4em 0 .5em}
 .capped{color:#c62828}
 #capped{max-width:230px;font-size:.9em;color:#c62828;margin:.3em 0}
 .detractor{margin:.4em 0}.hint{color:#616161;font-size:.9em}
-table{border-collapse:collapse;font-size:.9em}td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #eeeeee}
+table{border-collapse:collapse;font-size:.9em}\
+td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #eeeeee}
 tr.down td.state{color:#c62828;font-weight:bold}tr.up td.state{color:#2e7d32}
 a{color:#1565c0}
 """
 
 
-def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]], span: float,
-           hostname: str, role: str, links: Sequence[tuple[str, str]] = ()) -> str:
+def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]],
+           span: float, hostname: str, role: str, links: Sequence[tuple[str, str]] = ()) -> str:
     now = time.time()
     score, status = report["score"], report["status"]
     capped = ""
@@ -167,11 +175,14 @@ def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[
 <link rel="stylesheet" href="{STYLESHEET}"></head>
 <body>
 <h1>infrapulse health – {_esc(hostname)}</h1>
-<p class="meta">role {_esc(role)} · version {_esc(__version__)} · coverage <span id="coverage">{report["coverage"] * 100:.0f}%</span>
-· window {report["window_seconds"]:g}s · <a href="/api/v1/health">/api/v1/health</a> · <a href="/metrics">/metrics</a>
+<p class="meta">role {_esc(role)} · version {_esc(__version__)} · \
+coverage <span id="coverage">{report["coverage"] * 100:.0f}%</span>
+· window {report["window_seconds"]:g}s · <a href="/api/v1/health">/api/v1/health</a> · \
+<a href="/metrics">/metrics</a>
 · <a href="/api/v1/sources">/api/v1/sources</a>{extra_links}</p>
 <div class="top">
-<div><div id="score" data-score="{_fmt(score)}" data-status="{_esc(status)}">{gauge_svg(score, status)}</div>{capped}</div>
+<div><div id="score" data-score="{_fmt(score)}" data-status="{_esc(status)}">\
+{gauge_svg(score, status)}</div>{capped}</div>
 <div><h2>Components</h2><div id="components">{component_bars(report["components"])}</div></div>
 </div>
 <h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span)}

@@ -75,7 +75,8 @@ class HealthService:
         self.readings.update(self.store, self.counters)
         self.latency.observe_store(self.store)
         cfg = self.config
-        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoint_latency(cfg["window"]),
+        ctx = Context(self.readings, hostname=self.hostname,
+                      latency=self.latency.endpoint_latency(cfg["window"]),
                       slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
         present = self.readings.sources_present()
         measured: dict[str, list[Measurement] | None] = {}
@@ -126,7 +127,8 @@ class HealthService:
                 if result.score is not None:
                     snap.add(SIGNAL_SCORE, (name, result.signal.name), result.score)
         for d in report.detractors[:METRIC_DETRACTORS]:
-            snap.add(DETRACTOR, (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
+            snap.add(DETRACTOR,
+                     (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
         self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
     def as_json(self) -> dict[str, Any]:
@@ -182,7 +184,8 @@ def attach(daemon: Daemon) -> HealthService | None:
     cfg = daemon.config["health"]
     if not cfg["enabled"]:
         return None
-    service = HealthService(daemon.store, cfg, daemon.state.hostname, cfg["interval"] or daemon.config["interval"])
+    service = HealthService(daemon.store, cfg, daemon.state.hostname,
+                            cfg["interval"] or daemon.config["interval"])
     daemon.health = service
     daemon.services.append(asyncio.create_task(service.run(), name="health"))
     daemon.app_extensions.append(service.routes)

@@ -50,7 +50,8 @@ SCENARIOS = {
     "pfc-storm": "switch side: leaf01's port to the first node receives a climbing PFC pause storm on "
                  "priority 3; its queue 3 fills",
     "ecn-spike": "switch side: ECN marking on queue 3 of leaf01's port to the second node ramps up over 60s",
-    "link-flap": "switch side: leaf01's port to the third node flaps every 5s (oper-status, carrier transitions)",
+    "link-flap": "switch side: leaf01's port to the third node flaps every 5s (oper-status, "
+                 "carrier transitions)",
 }
 
 PRIORITIES = 8
@@ -155,22 +156,29 @@ class SimPort:
     def initial(cls, index: int, name: str, neighbor: tuple[str, str] | None) -> SimPort:
         i = index
         return cls(
-            index=i, name=name, neighbor=neighbor, in_octets=1_000_000 * (i + 1), out_octets=2_000_000 * (i + 1),
+            index=i, name=name, neighbor=neighbor, in_octets=1_000_000 * (i + 1),
+            out_octets=2_000_000 * (i + 1),
             in_pkts=1000 * (i + 1), out_pkts=2000 * (i + 1), in_errors=i, out_errors=2 * i, in_discards=3 * i,
             out_discards=4 * i, fcs_errors=5 * i, crc_errors=5 * i + 1000, carrier_transitions=1,
             mac_pause_rx=7 * i + 3, mac_pause_tx=11 * i + 5, fec_uncorrectable=13 * i + 2,
             pfc_rx=[10 * i + p for p in range(PRIORITIES)], pfc_tx=[20 * i + p for p in range(PRIORITIES)],
             pfc_rx_us=[1000 * (10 * i + p) for p in range(PRIORITIES)],
             pfc_tx_us=[1000 * (20 * i + p) for p in range(PRIORITIES)],
-            q_tx_pkts=[1000 * i + q for q in range(PRIORITIES)], q_tx_bytes=[4096 * (1000 * i + q) for q in range(PRIORITIES)],
+            q_tx_pkts=[1000 * i + q for q in range(PRIORITIES)],
+            q_tx_bytes=[4096 * (1000 * i + q) for q in range(PRIORITIES)],
             q_dropped=[q for q in range(PRIORITIES)], q_ecn=[10 * q + i for q in range(PRIORITIES)],
-            q_depth=[100 * q for q in range(PRIORITIES)], q_watermark=[1000 * q + i for q in range(PRIORITIES)],
-            q_wred=[2 * q + i + 1 for q in range(PRIORITIES)], prio_discards=[100 * i + 3 * p for p in range(PRIORITIES)],
-            pg_shared=[4096 * (g + 1) + i for g in range(PRIORITIES)], pg_headroom=[512 * g + i for g in range(PRIORITIES)],
-            wd_stuck=[3 * q + i for q in range(PRIORITIES)], wd_recovered=[2 * q + i for q in range(PRIORITIES)],
+            q_depth=[100 * q for q in range(PRIORITIES)],
+            q_watermark=[1000 * q + i for q in range(PRIORITIES)],
+            q_wred=[2 * q + i + 1 for q in range(PRIORITIES)],
+            prio_discards=[100 * i + 3 * p for p in range(PRIORITIES)],
+            pg_shared=[4096 * (g + 1) + i for g in range(PRIORITIES)],
+            pg_headroom=[512 * g + i for g in range(PRIORITIES)],
+            wd_stuck=[3 * q + i for q in range(PRIORITIES)],
+            wd_recovered=[2 * q + i for q in range(PRIORITIES)],
             pfc_on2off=[(10 * i + p) // 2 for p in range(PRIORITIES)],
             q_wred_dropped=[q // 2 for q in range(PRIORITIES)],
-            q_storms_detected=[i + q for q in range(PRIORITIES)], q_storms_restored=[i + q for q in range(PRIORITIES)],
+            q_storms_detected=[i + q for q in range(PRIORITIES)],
+            q_storms_restored=[i + q for q in range(PRIORITIES)],
             pg_shared_wm=[2000 * pg + i for pg in range(PRIORITIES)],
             pg_headroom_wm=[300 * pg + i for pg in range(PRIORITIES)],
             last_down=1_764_583_200.0 + 60 * i)  # 2025-12-01 10:00 UTC + i minutes
@@ -179,7 +187,8 @@ class SimPort:
 class SimSwitch:
     """One switch's state. `frozen` switches never advance (tests assert exact values)."""
 
-    def __init__(self, name: str, profile: str, ports: int = 8, neighbors: dict[int, tuple[str, str]] | None = None,
+    def __init__(self, name: str, profile: str, ports: int = 8,
+                 neighbors: dict[int, tuple[str, str]] | None = None,
                  frozen: bool = False, seed: int = 0, platform: str = "mellanox") -> None:
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}")
@@ -197,7 +206,8 @@ class SimSwitch:
         self._last = time.monotonic()
         self._flap_phase = 0
         self._storming = False
-        self.pending_deletes: list[str] = []  # paths announced deleted on every stream (SONiC: see gnmi_sonic)
+        # paths announced deleted on every stream (SONiC: see gnmi_sonic)
+        self.pending_deletes: list[str] = []
         self.absent: set[str] = set()  # leaf names this device does not send (tests)
         self.version = 0  # bumped on every structural change (ports, neighbours)
 
@@ -327,10 +337,12 @@ class SimSwitch:
                 counters.update({"interface-transitions": p.interface_transitions,
                                  "link-transitions": p.link_transitions})
             if prof == "nvidia-cumulus":
-                counters.update({"carrier-up-transitions": p.carrier_up, "carrier-down-transitions": p.carrier_down})
+                counters.update({"carrier-up-transitions": p.carrier_up,
+                                 "carrier-down-transitions": p.carrier_down})
             out.append((iface + (("state", ()), ("counters", ())), counters))
             out.append((iface + (("state", ()),), {"oper-status": "UP" if p.oper_up else "DOWN"}))
-            ethernet: dict[str, object] = {"in-crc-errors": p.crc_errors, "in-mac-pause-frames": p.mac_pause_rx,
+            ethernet: dict[str, object] = {"in-crc-errors": p.crc_errors,
+                                           "in-mac-pause-frames": p.mac_pause_rx,
                                            "out-mac-pause-frames": p.mac_pause_tx}
             if prof == "nvidia-cumulus":
                 ethernet["in-fcs-errors"] = p.fcs_errors  # Cumulus keeps it under ethernet/
@@ -343,13 +355,15 @@ class SimSwitch:
             if prof == "arista-eos":
                 pfc = iface + (("ethernet", ()), ("pfc", ()))
                 for prio in range(PRIORITIES):
-                    out.append((pfc + (("priorities", ()), ("priority", (("index", str(prio)),)), ("state", ())),
+                    out.append((pfc + (("priorities", ()), ("priority", (("index", str(prio)),)),
+                                       ("state", ())),
                                 {"index": prio, "in-frames": p.pfc_rx[prio], "out-frames": p.pfc_tx[prio]}))
                 for q in range(PRIORITIES):
                     for qtype, stuck, recovered in (("UNICAST", p.wd_stuck[q], p.wd_recovered[q]),
                                                     ("MULTICAST", 1000 + q, 1000 + q)):
                         keys = (("index", str(q)), ("queue-type", qtype))
-                        out.append((pfc + (("watchdog", ()), ("tx-queues", ()), ("tx-queue", keys), ("state", ())),
+                        out.append((pfc + (("watchdog", ()), ("tx-queues", ()), ("tx-queue", keys),
+                                           ("state", ())),
                                     {"index": q, "queue-type": qtype, "stuck-count": stuck,
                                      "recovery-count": recovered}))
             qif = (("qos", ()), ("interfaces", ()), ("interface", (("interface-id", p.name),)))
@@ -363,28 +377,34 @@ class SimSwitch:
                                                            "in-discards": p.prio_discards[prio]}))
                 for pg in range(PRIORITIES):
                     pgk = (("pg-id", str(pg)),)
-                    out.append((qif + (("input", ()), ("priority-group", pgk), ("state", ()), ("shared-buffer", ()),
+                    out.append((qif + (("input", ()), ("priority-group", pgk), ("state", ()),
+                                       ("shared-buffer", ()),
                                        ("data", ())), {"instant-occupancy": p.pg_shared[pg]}))
                     for btype, value in (("primary", p.pg_headroom[pg]), ("secondary", 0)):
                         out.append((qif + (("input", ()), ("headroom-buffer", (("buffer-type", btype),)),
-                                           ("priority-group", pgk), ("state", ())), {"instant-occupancy": value}))
+                                           ("priority-group", pgk), ("state", ())),
+                                    {"instant-occupancy": value}))
             for q in range(PRIORITIES):
                 state: dict[str, object] = {"name": str(q), "transmit-pkts": p.q_tx_pkts[q],
                                             "transmit-octets": p.q_tx_bytes[q], "ecn-marked-pkts": p.q_ecn[q]}
                 if prof == "nvidia-cumulus":
-                    state.update({"no-buffer-uc-dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": p.q_wred[q],
+                    state.update({"no-buffer-uc-dropped-pkts": p.q_dropped[q],
+                                  "wred-dropped-pkts": p.q_wred[q],
                                   "instant-queue-len": p.q_depth[q], "max-queue-len": p.q_watermark[q]})
                 elif prof == "arista-eos":
                     state.update({"dropped-pkts": p.q_dropped[q], "wred-dropped-pkts": p.q_wred[q]})
                 else:
                     state.update({"dropped-pkts": p.q_dropped[q], "max-queue-len": p.q_watermark[q]})
-                out.append((qif + (("output", ()), ("queues", ()), ("queue", (("name", str(q)),)), ("state", ())),
+                out.append((qif + (("output", ()), ("queues", ()), ("queue", (("name", str(q)),)),
+                                   ("state", ())),
                             state))
             if p.neighbor:
                 system, port_id = p.neighbor
-                out.append(((("lldp", ()), ("interfaces", ()), ("interface", (("name", p.name),)), ("neighbors", ()),
+                out.append(((("lldp", ()), ("interfaces", ()), ("interface", (("name", p.name),)),
+                             ("neighbors", ()),
                              ("neighbor", (("id", system),)), ("state", ())),
-                            {"id": system, "system-name": system, "port-id": port_id, "port-id-type": "INTERFACE_NAME"}))
+                            {"id": system, "system-name": system, "port-id": port_id,
+                             "port-id-type": "INTERFACE_NAME"}))
         return out
 
     def lanz_records(self) -> list[dict[str, object]]:
@@ -460,7 +480,8 @@ def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool,
     root: dict = {}
     entries: dict[tuple, dict] = {}
     for rel, value in rel_leaves:
-        node, current, trail = root, module, ()
+        node, current = root, module
+        trail: tuple[Elem, ...] = ()
         for depth, (name, keys) in enumerate(rel):
             owner = augments.get(name, current)
             member = f"{owner}:{name}" if ietf and (depth == 0 or owner != current) else name
@@ -498,7 +519,8 @@ class Renderer:
                     out[full] = value
         return out
 
-    def render(self, malformed: bool = False, previous: dict | None = None) -> tuple[list[pb.Notification], dict]:
+    def render(self, malformed: bool = False,
+               previous: dict | None = None) -> tuple[list[pb.Notification], dict]:
         """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE)."""
         ts = time.time_ns()
         if [name for name, _ in self.sub_elems[:2]] in (["LANZ"], ["LANZ", "congestion"]):
@@ -530,7 +552,8 @@ class Renderer:
             for container, items in groups.items():
                 notes.append(pb.Notification(
                     timestamp=ts, prefix=_proto_path(container, origin, target),
-                    update=[pb.Update(path=pb.Path(elem=[pb.PathElem(name=leaf)]), val=_typed(v)) for leaf, v in items]))
+                    update=[pb.Update(path=pb.Path(elem=[pb.PathElem(name=leaf)]),
+                                      val=_typed(v)) for leaf, v in items]))
             return notes, leaves
         ietf = self.encoding == pb.JSON_IETF
         depth = len(self.sub_elems)
@@ -564,7 +587,8 @@ class Renderer:
             path=pb.Path(elem=[pb.PathElem(name="name")]), val=pb.TypedValue(string_val="congestion"))])]
         for record in records:
             raw = json.dumps(record).encode()
-            val = pb.TypedValue(json_ietf_val=raw) if self.encoding == pb.JSON_IETF else pb.TypedValue(json_val=raw)
+            val = (pb.TypedValue(json_ietf_val=raw) if self.encoding == pb.JSON_IETF
+                   else pb.TypedValue(json_val=raw))
             notes.append(pb.Notification(timestamp=ts, prefix=prefix, update=[pb.Update(
                 path=pb.Path(elem=[pb.PathElem(name="congestionRecord")]), val=val)]))
         return notes, state
@@ -583,7 +607,8 @@ class GnmiTarget(pb_grpc.gNMIServicer):
                  tls: tuple[bytes, bytes] | None = None, client_ca: bytes | None = None,
                  encodings: tuple[int, ...] | None = None, min_sample_interval: float = 1.0,
                  host: str = "127.0.0.1", port: int = 0, reject_concurrent_setup: bool = False,
-                 busy_setups: int = 0, setup_delay: float = 0.0, refuse_origins: tuple[str, ...] = ()) -> None:
+                 busy_setups: int = 0, setup_delay: float = 0.0,
+                 refuse_origins: tuple[str, ...] = ()) -> None:
         self.switch = switch
         self.username = username
         self.password = password
@@ -616,7 +641,8 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         pb_grpc.add_gNMIServicer_to_server(self, server)
         bind = f"{self.host}:{self.port}"
         if self.tls:
-            creds = grpc.ssl_server_credentials([(self.tls[1], self.tls[0])], root_certificates=self.client_ca,
+            creds = grpc.ssl_server_credentials([(self.tls[1], self.tls[0])],
+                                                root_certificates=self.client_ca,
                                                 require_client_auth=self.client_ca is not None)
             self.port = server.add_secure_port(bind, creds)
         else:
@@ -667,10 +693,12 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         except StopAsyncIteration:
             return
         if not first.HasField("subscribe"):
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first request must be a SubscriptionList")
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "the first request must be a SubscriptionList")
         sl = first.subscribe
         if sl.encoding not in self.encodings:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"encoding {pb.Encoding.Name(sl.encoding)} not supported")
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                                f"encoding {pb.Encoding.Name(sl.encoding)} not supported")
         if sl.mode != pb.SubscriptionList.STREAM:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, "only STREAM subscriptions are simulated")
         prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
@@ -825,8 +853,9 @@ async def demo_part(ctx):
     # leaf01 carries the anomalies, so it speaks the dialect with every family (PFC durations,
     # queue depth, carrier transitions): nvidia-cumulus.
     demo_profiles = ("nvidia-cumulus", "sonic", "openconfig", "arista-eos")
-    fabric = SimFabric.rails(ctx.nodes, demo_profiles, ports=16, scenarios=ctx.scenarios, username="infrapulse",
-                             password=password, tls=(pki.read("server_cert"), pki.read("server_key")))
+    fabric = SimFabric.rails(ctx.nodes, demo_profiles, ports=16, scenarios=ctx.scenarios,
+                             username="infrapulse", password=password,
+                             tls=(pki.read("server_cert"), pki.read("server_key")))
     await fabric.start()
     sources = {"gnmi": {
         "defaults": {"sample_interval": "1s", "username": "infrapulse", "password_file": str(password_file),

@@ -71,7 +71,7 @@ class Slots:
         self.live = len(owners)
 
 
-class Column(Mapping):
+class Column(Mapping[LabelValues, float]):
     """One family's series of one switch: label tuple -> slot in the switch's `Slots`.
 
     A series is held by the bindings that write it (usually one; two leaf paths can map to the

@@ -76,7 +76,8 @@ DATA_FAMILIES = [
              QUEUE, unit="bytes"),
     _declare("infrapulse_switch_lldp_neighbor_info", INFO,
              "The LLDP neighbour seen on a switch port: joins switch ports to the hosts (infrapulse_node_info"
-             "{hostname}) and NICs behind them.", ("switch", "interface", "neighbor_system", "neighbor_port")),
+             "{hostname}) and NICs behind them.",
+             ("switch", "interface", "neighbor_system", "neighbor_port")),
     # -- lossless-fabric detail and vendor depth (SONiC, NVIDIA Cumulus, Arista EOS, OpenConfig) ---
     _declare("infrapulse_switch_queue_wred_dropped_packets_total", C,
              "Packets dropped by WRED (weighted random early detection) at an egress queue. Whether "

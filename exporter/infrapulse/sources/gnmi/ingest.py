@@ -37,18 +37,20 @@ that arrive before that table are held and applied once it is in.
 
 from __future__ import annotations
 
+import enum
 import sys
 import time
 from array import array
+from collections.abc import Callable, Iterator
 from itertools import repeat
 from operator import itemgetter, mul
-from typing import Any
+from typing import Any, Final
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
-from ...catalog import INFO
-from ...store import Snapshot, Store
+from ...store import LabelValues, Snapshot, Store
 from . import wire
 from .columns import Column, Slots
 from .coverage import SwitchCoverage
@@ -77,7 +79,19 @@ from .values import (
     utc_timestamp,
 )
 
-_MISSING = object()
+
+class _Missing(enum.Enum):
+    """A `dict.get` default the type checker tells apart from a cached None (an unmapped path)."""
+
+    MISSING = enum.auto()
+
+
+_MISSING: Final = _Missing.MISSING
+# A notification's value kinds, in order, and how many values of each (see `_apply_bulk`).
+_Signature = tuple[tuple[FieldDescriptor, int], ...]
+# One slice assignment of a plan: (index of the value kind in the signature, picker of that
+# kind's values, first slot, end slot, scale or None); see `SwitchState._plan`.
+_Run = tuple[int, Callable[[Any], Any], int, int, float | None]
 # Notification shapes remembered per prefix; a switch varies them (suppress_redundant sends only
 # what changed), so keep a few and start over when they run out.
 MAX_PLANS_PER_PREFIX = 4
@@ -126,7 +140,7 @@ def _raw_updates(raw: bytes) -> Any:
     return wire.RawSubscribeResponse.FromString(raw).update.update
 
 
-def _picker(positions: list[int]) -> Any:
+def _picker(positions: list[int]) -> Callable[[Any], Any]:
     """A C-level function taking a plan group's values out of the notification's value list."""
     first, last = positions[0], positions[-1]
     if last - first + 1 == len(positions):  # contiguous (the usual case): one slice
@@ -134,13 +148,13 @@ def _picker(positions: list[int]) -> Any:
     return itemgetter(*positions)  # at least two positions here, so it returns a tuple
 
 
-def _runs(writes: list[tuple[int, float, int, Binding]]) -> tuple:
-    """A plan's writes, (kind, scale, index in that kind's values, binding), as runs of
+def _runs(writes: list[tuple[int, float, int, Column, LabelValues]]) -> tuple[_Run, ...]:
+    """A plan's writes, (kind, scale, index in that kind's values, column, labels), as runs of
     consecutive slots that share a value kind and scale: each run is one slice assignment."""
     targets: dict[tuple[int, float], list[tuple[int, int]]] = {}
-    for kind, scale, index, b in writes:
-        targets.setdefault((kind, scale), []).append((b.series.slot(b.labels), index))
-    runs = []
+    for kind, scale, index, column, labels in writes:
+        targets.setdefault((kind, scale), []).append((column.slot(labels), index))
+    runs: list[_Run] = []
     for (kind, scale), pairs in targets.items():
         pairs.sort()  # by slot; two leaves writing one series keep their order (the last wins)
         first = 0
@@ -153,12 +167,18 @@ def _runs(writes: list[tuple[int, float, int, Binding]]) -> tuple:
     return tuple(runs)
 
 
+def _under(target: ElemPath) -> Callable[[Binding], bool]:
+    """Whether a binding's path is at or below `target`: what deleting `target` drops."""
+    return lambda b: path_covers(target, b.path)
+
+
 class _Entity:
     """One `_info` series whose labels come from several sibling leaves (an LLDP neighbour)."""
 
     __slots__ = ("series", "fixed", "values", "current", "label_order")
 
-    def __init__(self, series: dict, fixed: dict[str, str], label_order: tuple[str, ...]) -> None:
+    def __init__(self, series: dict[LabelValues, float], fixed: dict[str, str],
+                 label_order: tuple[str, ...]) -> None:
         self.series = series
         self.fixed = fixed  # switch + labels captured from keys + constants
         self.values: dict[str, str] = {}
@@ -184,20 +204,24 @@ class Binding:
 
     # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
     # by every binding of one notification prefix plus a process-wide shared relative path.
-    __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "numeric", "sample", "seen",
+    __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "column", "sample", "seen",
                  "entity", "home", "key", "owner", "mapping")
 
-    def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule, series: dict, labels: tuple[str, ...],
-                 sample: bool, home: dict, key: Any, entity: _Entity | None = None,
-                 owner: _Prefix | None = None, mapping: str = "") -> None:
+    def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule,
+                 series: Column | dict[LabelValues, float], labels: LabelValues, sample: bool,
+                 home: dict[Any, Binding | None], key: Any, entity: _Entity | None = None,
+                 owner: _Prefix | None = None, mapping: str = "", column: Column | None = None) -> None:
         self.prefix = prefix
         self.rel = rel
         self.rule = rule
-        self.series = series
+        self.series = series  # a Column; the _info dict for the parts of an entity
         self.labels = labels
         self.scale = rule.scale
-        # plain numbers only: enums, _info parts, time stamps and per-speed values take `_set`
-        self.numeric = rule.values is None and entity is None and not (rule.time_format or rule.per_port_speed)
+        # `series` again (the caller passes it when `series` is a Column), for plain numbers only:
+        # the hot paths write these straight into their column; enums, _info parts, time stamps
+        # and per-speed values take `_set`
+        plain = rule.values is None and not (rule.time_format or rule.per_port_speed)
+        self.column = column if plain else None
         self.sample = sample
         self.seen = 0
         self.entity = entity
@@ -227,7 +251,7 @@ class _Plan:
 
     __slots__ = ("shape", "signature", "runs", "count", "unmapped", "hits")
 
-    def __init__(self, shape: bytes, signature: tuple, runs: tuple | None, count: int,
+    def __init__(self, shape: bytes, signature: _Signature, runs: tuple[_Run, ...] | None, count: int,
                  unmapped: tuple[tuple[str, str, int], ...] = ()) -> None:
         self.shape = shape  # the update path fields, as the bulk view keeps them
         self.signature = signature  # ((value kind field, how many), ...)
@@ -279,16 +303,20 @@ class SwitchState:
         self.bound = 0  # live bindings, i.e. series this switch holds
         self.strip = profile.strip_modules
         self.snapshot = Snapshot()
+        # The snapshot's families as this state fills them: status and `_info` families in dicts
+        # of floats, numeric ones in Columns, which the store's readers take as the Mappings they
+        # are (see Snapshot). Typed Any at this one boundary; what comes out is typed again.
+        self._families: dict[str, Any] = self.snapshot.series
         self.slots = Slots()  # every numeric series' value (see gnmi_columns)
         for family in STATUS_FAMILIES:
-            self.snapshot.series[family.name] = {}
+            self._families[family.name] = {}
         self._key = (name,)
-        self._up = self.snapshot.series[SWITCH_UP.name]
-        self._updates = self.snapshot.series[UPDATES.name]
-        self._malformed = self.snapshot.series[MALFORMED.name]
-        self._last = self.snapshot.series[LAST_UPDATE.name]
-        self._reconnects = self.snapshot.series[RECONNECTS.name]
-        self._dropped = self.snapshot.series[SERIES_DROPPED.name]
+        self._up = self._dict_series(SWITCH_UP.name)
+        self._updates = self._dict_series(UPDATES.name)
+        self._malformed = self._dict_series(MALFORMED.name)
+        self._last = self._dict_series(LAST_UPDATE.name)
+        self._reconnects = self._dict_series(RECONNECTS.name)
+        self._dropped = self._dict_series(SERIES_DROPPED.name)
         self._dropped[self._key] = 0.0
         self._up[self._key] = 0.0
         self._updates[self._key] = 0.0
@@ -296,8 +324,8 @@ class SwitchState:
         self._reconnects[self._key] = 0.0
         self._prefixes: dict[bytes, _Prefix] = {}
         self._json_bindings: dict[ElemPath, Binding | None] = {}
-        self._entities: dict[tuple, _Entity] = {}
-        self._label_tuples: dict[tuple, tuple] = {}
+        self._entities: dict[tuple[str, ElemPath], _Entity] = {}
+        self._label_tuples: dict[LabelValues, LabelValues] = {}
         self._unmapped = 0
         self._json_misses: dict[ElemPath, tuple[str, str]] = {}
         self._json_updates: dict[ElemPath, _JsonUpdate] = {}
@@ -305,7 +333,8 @@ class SwitchState:
         # its stream's flags, and the "mapping" its coverage is reported under).
         self._subs = [(PathPattern(sub.path, self.strip), sub)
                       for stream in profile.streams for sub in stream.subscriptions]
-        self.coverage = SwitchCoverage(list(dict.fromkeys(sub.path for _, sub in self._subs)), store, source, name)
+        self.coverage = SwitchCoverage(list(dict.fromkeys(sub.path for _, sub in self._subs)),
+                                       store, source, name)
         table = profile.interface_table
         self.ports = PortTable(table.alias, table.speed_mbps) if table is not None else None
         self._quanta: dict[tuple[str, tuple[str, ...]], float] = {}  # per-speed series: last raw value
@@ -468,8 +497,8 @@ class SwitchState:
         over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
-                pctx = self._prefixes[raw_prefix] = _Prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip),
-                                                                   self._retired)
+                pctx = self._prefixes[raw_prefix] = _Prefix(
+                    from_proto(pb.Path.FromString(raw_prefix), self.strip), self._retired)
                 return pctx
             except DecodeError:
                 pass
@@ -515,7 +544,7 @@ class SwitchState:
             plan.hits += 1
         return plan.count
 
-    def _plan(self, pctx: _Prefix, shape: bytes, signature: tuple, raw: bytes) -> _Plan | None:
+    def _plan(self, pctx: _Prefix, shape: bytes, signature: _Signature, raw: bytes) -> _Plan | None:
         """Plan a notification shape once: which values go to which run of slots.
 
         The plan is cached on the prefix; each of its runs is (index of the value kind in
@@ -536,10 +565,11 @@ class SwitchState:
             return None
         slots = {field.name: slot for slot, (field, _) in enumerate(signature)}
         seen = dict.fromkeys(slots, 0)  # values of each kind before this position
-        writes: list[tuple[int, float, int, Binding]] | None = []  # (kind, scale, index, binding)
-        fresh: list[tuple[tuple, Binding]] = []  # bindings made here, with the order of their slots
+        # (kind, scale, index, column, labels)
+        writes: list[tuple[int, float, int, Column, LabelValues]] | None = []
+        fresh: list[tuple[tuple[int, float, int], Binding]] = []  # bindings made here, by slot order
         bindings = pctx.bindings
-        unmapped: dict[str, list] = {}  # mapping -> [sample, leaves]
+        unmapped: dict[str, list[Any]] = {}  # mapping -> [sample, leaves]
         try:
             for position, (path, kind) in enumerate(zip(paths, kinds)):
                 if kind not in slots:
@@ -564,18 +594,18 @@ class SwitchState:
                     if miss is not None:
                         unmapped.setdefault(miss[0], [miss[1], 0])[1] += 1
                     continue
-                if not b.numeric or kind not in wire.NUMERIC_KINDS:
+                if b.column is None or kind not in wire.NUMERIC_KINDS:
                     writes = None
                     continue
-                writes.append((slots[kind], b.scale, index, b))
+                writes.append((slots[kind], b.scale, index, b.column, b.labels))
         finally:
             # New series get neighbouring slots, grouped by value kind and scale: one run each.
             fresh.sort(key=itemgetter(0))
             for _, b in fresh:
                 self._hold(b)
         if writes is not None:
-            for *_, b in writes:
-                b.series.reveal(b.labels)  # the bulk write that follows fills every one
+            for *_, column, labels in writes:
+                column.reveal(labels)  # the bulk write that follows fills every one
         shape = _shared_shape(shape)
         plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
                      tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
@@ -588,7 +618,7 @@ class SwitchState:
         """The general path, one update at a time; returns the number of malformed updates."""
         get = pctx.bindings.get
         bad = 0
-        unmapped: dict[str, list] | None = None  # mapping -> [sample, leaves]
+        unmapped: dict[str, list[Any]] | None = None  # mapping -> [sample, leaves]
         for raw in raw_updates:
             try:
                 u = wire.Update.FromString(raw)
@@ -616,8 +646,8 @@ class SwitchState:
                             unmapped = {}
                         unmapped.setdefault(miss[0], [miss[1], 0])[1] += 1
                     continue
-            if which in NUMERIC_FIELDS and b.numeric:
-                b.series[b.labels] = getattr(val, which) * b.scale
+            if which in NUMERIC_FIELDS and b.column is not None:
+                b.column[b.labels] = getattr(val, which) * b.scale
                 continue
             try:
                 self._set(b, load_json(getattr(val, which)) if which in JSON_FIELDS else scalar(val, which))
@@ -638,7 +668,7 @@ class SwitchState:
         if update.empty_entry_deletes and isinstance(doc, dict):
             for key, entry in doc.items():
                 if isinstance(entry, dict) and not entry:  # SONiC: {"Ethernet0": {}} = key deleted
-                    self._drop(lambda b, t=path + ((key, ()),): path_covers(t, b.path))
+                    self._drop(_under(path + ((key, ()),)))
         bad = self._apply_doc(path, doc)
         if update.port_table and self.ports is not None:
             self._take_port_table(self.ports, doc)
@@ -684,7 +714,8 @@ class SwitchState:
             table = self.profile.interface_table
             found = _JsonUpdate(
                 sub is not None and sub.empty_entry_deletes,
-                table is not None and len(table.pattern) == len(path) and table.pattern.match(path) is not None)
+                (table is not None and len(table.pattern) == len(path)
+                 and table.pattern.match(path) is not None))
             if len(self._json_updates) < MAX_SHARED_PATHS:
                 self._json_updates[path] = found
         return found
@@ -761,8 +792,9 @@ class SwitchState:
         delta = raw - last if raw >= last else raw  # a reset on the switch starts from 0
         b.series[b.labels] = float(b.series[b.labels]) + delta * b.scale / speed
 
-    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict, key: Any, owner: _Prefix | None = None,
-              hold: bool = True, misses: dict | None = None) -> Binding | None:
+    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict[Any, Binding | None], key: Any,
+              owner: _Prefix | None = None, hold: bool = True,
+              misses: dict[Any, tuple[str, str]] | None = None) -> Binding | None:
         """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped,
         over the series limit or held back (its port is not known yet). With hold=False the
         caller gives the series its slot. Unmapped paths no `ignore` pattern covers are noted in
@@ -794,10 +826,6 @@ class SwitchState:
             if port != raw:
                 captured = {**captured, "interface": port}
         family = rule.family
-        series = self.snapshot.series.get(family.name)
-        if series is None:
-            # numbers go in columns; `_info` series (labels from values, churned by entities) in dicts
-            series = self.snapshot.series[family.name] = {} if family.type == INFO else self.slots.column()
         sub = self._subscription_of(path)
         mapping = sub.path if sub is not None else ""
         if rule.sample is not None:
@@ -805,17 +833,20 @@ class SwitchState:
         else:
             sample = sub is None or sub.expires
         fixed = {"switch": self.name, **rule.const, **{k: sys.intern(v) for k, v in captured.items()}}
-        if rule.info_label:
+        if rule.info_label:  # a part of an `_info` family's entity (the profile gives each one)
+            info = self._dict_series(family.name)
             entity_path = path[:rule.entity_len]
             ekey = (family.name, entity_path)
             entity = self._entities.get(ekey)
             if entity is None:
-                entity = self._entities[ekey] = _Entity(series, fixed, family.labels)
-            binding = Binding(prefix, rel, rule, series, (), sample, home, key, entity, owner, mapping)
+                entity = self._entities[ekey] = _Entity(info, fixed, family.labels)
+            binding = Binding(prefix, rel, rule, info, (), sample, home, key, entity, owner, mapping)
         else:
+            column = self._column(family.name)
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
-            binding = Binding(prefix, rel, rule, series, labels, sample, home, key, None, owner, mapping)
+            binding = Binding(prefix, rel, rule, column, labels, sample, home, key, None, owner, mapping,
+                              column)
             if rule.rank is not None and not self._ranks.claim(binding, owner):
                 self.coverage.outranked(mapping)
                 return None  # a better-ranked leaf feeds this series; not cached: it may bind later
@@ -826,6 +857,21 @@ class SwitchState:
         if binding.counts_as_series:
             self.coverage.bound(mapping, 1)
         return binding
+
+    def _column(self, family: str) -> Column:
+        """A numeric family's series: a column over the switch's slots."""
+        column: Column | None = self._families.get(family)
+        if column is None:
+            column = self._families[family] = self.slots.column()
+        return column
+
+    def _dict_series(self, family: str) -> dict[LabelValues, float]:
+        """A status or `_info` family's series: a plain dict (`_info` labels come from values,
+        churned by entities)."""
+        info: dict[LabelValues, float] | None = self._families.get(family)
+        if info is None:
+            info = self._families[family] = {}
+        return info
 
     @staticmethod
     def _hold(b: Binding) -> None:
@@ -841,7 +887,7 @@ class SwitchState:
 
     # -- removal ------------------------------------------------------------------------------
 
-    def _bindings(self):
+    def _bindings(self) -> Iterator[Binding]:
         for pctx in self._prefixes.values():
             for b in pctx.bindings.values():
                 if b is not None:
@@ -850,10 +896,10 @@ class SwitchState:
             if b is not None:
                 yield b
 
-    def _drop(self, doomed) -> None:
+    def _drop(self, doomed: Callable[[Binding], object]) -> None:
         for b in [b for b in self._bindings() if doomed(b)]:
             self._remove(b)
-        columns = [s for s in self.snapshot.series.values() if isinstance(s, Column)]
+        columns = [s for s in self._families.values() if isinstance(s, Column)]
         if self.slots.compact_if_sparse(columns):  # slot numbers changed: no plan may keep them
             for pctx in self._prefixes.values():
                 pctx.forget_plans()
@@ -890,7 +936,7 @@ class SwitchState:
             self._malformed[self._key] += 1
             return
         for target in targets:
-            self._drop(lambda b, t=target: path_covers(t, b.path))
+            self._drop(_under(target))
 
     def series_count(self) -> int:
         return len(self.snapshot)

@@ -170,7 +170,7 @@ class _Matcher:
     def __init__(self, text: str, context: str) -> None:
         self.text = text
         self.label = ""
-        self.regex: re.Pattern | None = None
+        self.regex: re.Pattern[str] | None = None
         whole = _CAPTURE.fullmatch(text)
         if text in ("", "*"):
             self.kind = "any"
@@ -196,7 +196,8 @@ class _Matcher:
             if self.label != "_":
                 out[self.label] = value
             return True
-        found = self.regex.fullmatch(value)
+        regex = self.regex  # set on every "regex" matcher, the only kind left here
+        found = regex.fullmatch(value) if regex is not None else None
         if not found:
             return False
         for name, captured in found.groupdict().items():
@@ -205,7 +206,7 @@ class _Matcher:
         return True
 
 
-def _compile_template(text: str, context: str) -> re.Pattern:
+def _compile_template(text: str, context: str) -> re.Pattern[str]:
     pieces = []
     pos = 0
     ignored = 0

@@ -14,9 +14,11 @@ file, the key path inside it and the reason. See docs/gnmi.md for the format.
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
@@ -25,7 +27,14 @@ from ...schema import parse_duration
 from .families import BY_NAME
 from .paths import ElemPath, PathPattern, PathSyntaxError, expand_ranges
 
-_MISSING = object()
+
+class _Missing(enum.Enum):
+    """A `dict.get` default the type checker tells apart from a cached None."""
+
+    MISSING = enum.auto()
+
+
+_MISSING: Final = _Missing.MISSING
 BUILTIN_DIR = Path(__file__).resolve().parent / "profiles"
 ENCODINGS = ("proto", "json_ietf", "json")
 MODES = ("sample", "on_change", "target_defined")
@@ -35,8 +44,8 @@ _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origi
              "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends"}
 _STREAM_KEYS = {"origin", "target", "subscriptions", "optional", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant", "expire"}
-_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank", "time_format",
-                "divide_by_port_speed"}
+_METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank",
+                "time_format", "divide_by_port_speed"}
 _TABLE_KEYS = {"path", "alias", "speed_mbps"}
 
 
@@ -46,6 +55,10 @@ class ProfileError(Exception):
         self.key = key
         self.reason = reason
         super().__init__(f"{file}: {key}: {reason}" if key else f"{file}: {reason}")
+
+
+# Builds the ProfileError for a key path and a reason, naming the file being read.
+_Fail = Callable[[str, str], ProfileError]
 
 
 @dataclass
@@ -97,7 +110,8 @@ class StreamSpec:
 
     def describe(self) -> str:
         where = ":".join(p for p in (self.origin, self.target) if p)
-        paths = ", ".join(s.path for s in self.subscriptions[:3]) + (", ..." if len(self.subscriptions) > 3 else "")
+        paths = (", ".join(s.path for s in self.subscriptions[:3])
+                 + (", ..." if len(self.subscriptions) > 3 else ""))
         return f"{where + ' ' if where else ''}{paths}"
 
 
@@ -253,19 +267,20 @@ def _resolved_data(name: str, files: dict[str, Path], chain: tuple[str, ...]) ->
             base_streams.append(stream)
         else:
             match.update({k: v for k, v in stream.items() if k != "subscriptions"})
-            match["subscriptions"] = list(match.get("subscriptions") or []) + list(stream.get("subscriptions") or [])
+            match["subscriptions"] = (list(match.get("subscriptions") or [])
+                                      + list(stream.get("subscriptions") or []))
     merged["streams"] = base_streams
     return merged
 
 
-def _streams_of(data: dict[str, Any], fail: Any) -> list[dict[str, Any]]:
+def _streams_of(data: dict[str, Any], fail: _Fail) -> list[dict[str, Any]]:
     """The streams of a raw profile, moving top-level origin/target/subscriptions into one."""
     if "streams" in data:
         streams = data.pop("streams")
         if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
             raise fail("streams", "expected a list of mappings")
         return [dict(s) for s in streams]
-    top = {k: data.pop(k) for k in ("origin", "target", "subscriptions") if k in data}
+    top: dict[str, Any] = {k: data.pop(k) for k in ("origin", "target", "subscriptions") if k in data}
     return [top] if top else []
 
 
@@ -305,7 +320,8 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
     sub_patterns = [(PathPattern(s.path, strip)) for st in streams for s in st.subscriptions]
     table = _parse_interface_table(data.get("interface_table"), strip, sub_patterns, fail)
     if any(st.alias_keys for st in streams) and (table is None or not table.alias):
-        raise fail("streams", "alias_keys needs interface_table with its alias field (where the aliases come from)")
+        raise fail("streams",
+                   "alias_keys needs interface_table with its alias field (where the aliases come from)")
     for i, raw in enumerate(raw_metrics):
         rules += _parse_rule(raw, i, strip, sub_patterns, fail, table)
     ignore = _parse_ignore(data.get("ignore", []), strip, sub_patterns, fail)
@@ -313,7 +329,8 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
                    strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table)
 
 
-def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern], fail: Any) -> PathPattern:
+def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern],
+                        fail: _Fail) -> PathPattern:
     try:
         pattern = PathPattern(text, strip)
     except PathSyntaxError as exc:
@@ -323,13 +340,14 @@ def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern
     return pattern
 
 
-def _parse_ignore(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> list[PathPattern]:
+def _parse_ignore(raw: Any, strip: bool, subs: list[PathPattern], fail: _Fail) -> list[PathPattern]:
     if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
         raise fail("ignore", "expected a list of leaf path patterns")
     return [_under_subscription(text, f"ignore[{i}]", strip, subs, fail) for i, text in enumerate(raw)]
 
 
-def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern], fail: Any) -> InterfaceTable | None:
+def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern],
+                           fail: _Fail) -> InterfaceTable | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
@@ -342,14 +360,14 @@ def _parse_interface_table(raw: Any, strip: bool, subs: list[PathPattern], fail:
     return InterfaceTable(raw["path"], pattern, raw.get("alias", ""), raw.get("speed_mbps", ""))
 
 
-def _no_unknown(data: dict, known: set[str], where: str, fail) -> None:
+def _no_unknown(data: dict[Any, Any], known: set[str], where: str, fail: _Fail) -> None:
     for key in data:
         if key not in known:
             prefix = f"{where}." if where else ""
             raise fail(f"{prefix}{key}", f"unknown key (known keys here: {', '.join(sorted(known))})")
 
 
-def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
+def _parse_stream(raw: Any, where: str, fail: _Fail) -> StreamSpec:
     if not isinstance(raw, dict):
         raise fail(where, "expected a mapping")
     _no_unknown(raw, _STREAM_KEYS, where, fail)
@@ -405,7 +423,7 @@ def _parse_stream(raw: Any, where: str, fail) -> StreamSpec:
     return StreamSpec(origin=origin, target=target, subscriptions=parsed, optional=optional, **flags)
 
 
-def _duration(value: Any, key: str, fail) -> float | None:
+def _duration(value: Any, key: str, fail: _Fail) -> float | None:
     if value is None:
         return None
     try:
@@ -414,7 +432,7 @@ def _duration(value: Any, key: str, fail) -> float | None:
         raise fail(key, str(exc)) from None
 
 
-def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail,
+def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail: _Fail,
                 table: InterfaceTable | None = None) -> list[Rule]:
     where = f"metrics[{index}]"
     if not isinstance(raw, dict):
@@ -425,7 +443,8 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
             raise fail(f"{where}.{required}", "required string is missing")
     family = BY_NAME.get(raw["family"])
     if family is None:
-        raise fail(f"{where}.family", f"unknown family {raw['family']!r} (known: {', '.join(sorted(BY_NAME))})")
+        raise fail(f"{where}.family",
+                   f"unknown family {raw['family']!r} (known: {', '.join(sorted(BY_NAME))})")
     try:
         pattern = PathPattern(raw["path"], strip)
     except PathSyntaxError as exc:
@@ -491,7 +510,8 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
                      None if default is None else float(default), rank=rank, time_format=time_format,
                      per_port_speed=per_speed)]
     # An _info rule becomes one part per value leaf, each filling one label of the entity.
-    parts = []
+    assert isinstance(value_labels, dict)  # checked above: an _info family requires value_labels
+    info_parts: list[Rule] = []
     labels = tuple(value_labels)
     for label, leaf in value_labels.items():
         if not isinstance(leaf, str) or not leaf:
@@ -500,9 +520,9 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
             part = PathPattern(raw["path"].rstrip("/") + "/" + leaf.strip("/"), strip)
         except PathSyntaxError as exc:
             raise fail(f"{where}.value_labels.{label}", str(exc)) from None
-        parts.append(Rule(index, family, part, const, info_label=label, entity_len=len(pattern),
-                          info_labels=labels))
-    return parts
+        info_parts.append(Rule(index, family, part, const, info_label=label, entity_len=len(pattern),
+                               info_labels=labels))
+    return info_parts
 
 
 def _all_files(extra_dir: str | Path | None) -> dict[str, Path]:

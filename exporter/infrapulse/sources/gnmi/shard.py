@@ -17,6 +17,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 _ORDINAL = re.compile(r"-(\d+)$")
 
@@ -46,7 +47,7 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def resolve(config: Mapping | None, env: Mapping[str, str], hostname: str) -> Shard:
+def resolve(config: Mapping[str, Any] | None, env: Mapping[str, str], hostname: str) -> Shard:
     """This instance's shard from config, else environment, else the StatefulSet ordinal."""
     config = config or {}
     index, count = config.get("index"), config.get("count")
@@ -61,7 +62,8 @@ def resolve(config: Mapping | None, env: Mapping[str, str], hostname: str) -> Sh
         match = _ORDINAL.search(hostname) if count > 1 else None
         if count > 1 and not match:
             raise ShardError(f"shard count is {count} but no index is set (shard.index, "
-                             f"INFRAPULSE_SHARD_INDEX, or a StatefulSet hostname like name-0; got {hostname!r})")
+                             f"INFRAPULSE_SHARD_INDEX, or a StatefulSet hostname like name-0; "
+                             f"got {hostname!r})")
         index = int(match.group(1)) if match else 0
     if count < 1:
         raise ShardError(f"{where}: count must be >= 1, got {count}")

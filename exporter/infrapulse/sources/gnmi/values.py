@@ -134,7 +134,7 @@ def _record_elem(name: str, value: Any, list_keys: dict[str, tuple[str, ...]], s
     return (name, tuple(sorted(pairs)))
 
 
-def _key_text(entry: dict, key: str, strip: bool) -> str | None:
+def _key_text(entry: dict[str, Any], key: str, strip: bool) -> str | None:
     if key in entry:
         value = entry[key]
     elif strip:

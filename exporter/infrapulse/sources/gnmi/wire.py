@@ -25,6 +25,8 @@ stub set (pygnmi's) in the default pool. Field numbers follow gnmi.proto v0.8.
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -52,7 +54,7 @@ _TYPED_VALUE_FIELDS = (
 )
 
 
-def _field(name: str, number: int, kind: int, repeated: bool = False, message: str = "",
+def _field(name: str, number: int, kind: _F.Type.ValueType, repeated: bool = False, message: str = "",
            oneof: int | None = None) -> descriptor_pb2.FieldDescriptorProto:
     field = _F(name=name, number=number, type=kind,
                label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL)
@@ -105,7 +107,9 @@ _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file())
 
 
-def _message(name: str):
+def _message(name: str) -> Any:
+    """A view's message class. Typed Any: classes built from a descriptor at run time have fields
+    the type checker cannot see (`.update`, `.val`, `FromString`), so this is their boundary."""
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
