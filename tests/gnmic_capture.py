@@ -18,6 +18,7 @@ from typing import Any
 
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
+from infrapulse.simulate.gnmi_target import scalar_value
 from infrapulse.sources.gnmi.paths import to_proto
 
 _QUALIFIED = re.compile(r"^[A-Za-z_][\w.-]*:[A-Za-z_]")
@@ -73,13 +74,7 @@ def typed(value: Any) -> pb.TypedValue:
         if any(_QUALIFIED.match(k) for k in members):
             return pb.TypedValue(json_ietf_val=raw)
         return pb.TypedValue(json_val=raw)
-    if isinstance(value, bool):
-        return pb.TypedValue(bool_val=value)
-    if isinstance(value, int):
-        return pb.TypedValue(uint_val=value) if value >= 0 else pb.TypedValue(int_val=value)
-    if isinstance(value, float):
-        return pb.TypedValue(double_val=value)
-    return pb.TypedValue(string_val=str(value))
+    return scalar_value(value)
 
 
 def notification(event: dict) -> pb.Notification:

@@ -451,7 +451,8 @@ def _proto_path(elems: Iterable[Elem], origin: str = "", target: str = "") -> pb
     return pb.Path(origin=origin, target=target, elem=[pb.PathElem(name=n, key=dict(k)) for n, k in elems])
 
 
-def _typed(value: object) -> pb.TypedValue:
+def scalar_value(value: object) -> pb.TypedValue:
+    """A Python scalar as the TypedValue a switch sends for it (non-negative ints as uint)."""
     if isinstance(value, bool):
         return pb.TypedValue(bool_val=value)
     if isinstance(value, int):
@@ -553,7 +554,7 @@ class Renderer:
                 notes.append(pb.Notification(
                     timestamp=ts, prefix=_proto_path(container, origin, target),
                     update=[pb.Update(path=pb.Path(elem=[pb.PathElem(name=leaf)]),
-                                      val=_typed(v)) for leaf, v in items]))
+                                      val=scalar_value(v)) for leaf, v in items]))
             return notes, leaves
         ietf = self.encoding == pb.JSON_IETF
         depth = len(self.sub_elems)
