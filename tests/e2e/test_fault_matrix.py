@@ -74,9 +74,12 @@ async def _until(session, base, predicate, timeout: float = 30.0) -> dict:
                          f"{ {k: (v['up'], v['reason']) for k, v in status.items()} }")
 
 
-async def _scrape_continuously(base: str, stop: asyncio.Event, latencies: list[float], failures: list[str]):
+async def _scrape_continuously(base: str, stop: asyncio.Event, latencies: list[float], failures: list[str],
+                               phase: list[str], phases: list[str]) -> None:
+    """Scrape until stopped; `phases` gets the phase (phase[0]) each scrape ran in."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT)) as session:
         while not stop.is_set():
+            phases.append(phase[0])
             started = time.monotonic()
             try:
                 async with session.get(base + "/metrics") as resp:
@@ -87,6 +90,15 @@ async def _scrape_continuously(base: str, stop: asyncio.Event, latencies: list[f
                 failures.append(repr(exc))
             latencies.append(time.monotonic() - started)
             await asyncio.sleep(0.2)
+
+
+async def _scrapes_during(phases: list[str], name: str, count: int = 3) -> None:
+    """Wait until `count` scrapes ran in phase `name`: the scraper kept going through it."""
+    for _ in range(300):
+        if phases.count(name) >= count:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"only {phases.count(name)} scrapes during {name}")
 
 
 def _up(status, key) -> bool:
@@ -128,10 +140,12 @@ sources:
     stop = asyncio.Event()
     latencies: list[float] = []
     failures: list[str] = []
+    phase, phases = ["starting"], []
     try:
         async with running_daemon(config, hostname="gpu-node-01") as daemon:
             base = f"http://127.0.0.1:{daemon.bound_port}"
-            scraper = asyncio.create_task(_scrape_continuously(base, stop, latencies, failures))
+            scraper = asyncio.create_task(
+                _scrape_continuously(base, stop, latencies, failures, phase, phases))
             async with aiohttp.ClientSession() as session:
                 healthy = [("infiniband", "mlx5_0"), ("infiniband", "mlx5_1"), ("ethtool", "ens1f0np0"),
                            ("ethtool", "ens2f0np0"), ("gnmi", "leaf-a"), ("gnmi", "leaf-b"),
@@ -157,6 +171,8 @@ sources:
                             and s[("nvml", "nvml")]["reason"] == "partial")
 
                 status = await _until(session, base, all_faulted, timeout=40)
+                phase[0] = "faulted"
+                await _scrapes_during(phases, "faulted")
                 # The healthy instances stayed up through it all.
                 for key in (("infiniband", "mlx5_0"), ("ethtool", "ens1f0np0"), ("serving", "steady")):
                     assert status[key]["up"], (key, status[key])
@@ -180,6 +196,8 @@ sources:
                 status = await _until(session, base, lambda s: all(_up(s, k) for k in healthy)
                                       and s[("nvml", "nvml")]["reason"] == "ok", timeout=40)
                 assert all(status[k]["reason"] == "ok" for k in healthy if k[0] != "infiniband")
+                phase[0] = "recovered"
+                await _scrapes_during(phases, "recovered")
             stop.set()
             await scraper
     finally:
@@ -187,5 +205,5 @@ sources:
         for closer in (fabric.close, engine.stop, flaky.close, dcgm.close):
             await closer()
     assert failures == []
-    assert len(latencies) > 20
+    assert phases.count("faulted") >= 3 and phases.count("recovered") >= 3
     assert max(latencies) < SCRAPE_TIMEOUT
