@@ -11,6 +11,7 @@ from typing import Any
 
 from ..schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
 
+DEFAULT_RUNBOOK_BASE = "https://github.com/infrapulse/infrapulse/blob/main/docs/runbooks/"
 COMPONENTS = ("network", "rdma", "gpu", "serving", "topology")
 DEFAULT_COMPONENT_WEIGHTS = {"network": 0.3, "rdma": 0.15, "gpu": 0.25, "serving": 0.3, "topology": 0.1}
 
@@ -172,6 +173,10 @@ CONFIG = Section(
                           default=5, min=1, max=50),
         "history": Duration("How much score history the status page sparkline keeps in memory.",
                             default="1h", min=60, max=86400),
+        "runbook_base_url": Str("Where the runbooks (docs/runbooks/<Alert>.md) are published: the status "
+                                "page links each detractor to <base><Alert>.md. Use the base the alert "
+                                "rules were generated with (alerts/generate_runbook_urls.py --runbook-base).",
+                                default=DEFAULT_RUNBOOK_BASE, pattern=r"https?://\S+"),
     },
     check=_check,
 )
