@@ -28,11 +28,12 @@ LISTENER = ("window.__csp = [];"
 BUTTON = "document.querySelector('button.scenario[data-scenario=\"pfc-storm\"]')"
 
 
-async def _until(predicate, what: str, timeout: float = 15.0) -> None:
+async def _until(predicate, what, timeout: float = 15.0) -> None:
+    """Wait for `predicate`; `what` (a string, or a callable giving one) names it on timeout."""
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what() if callable(what) else what}")
         await asyncio.sleep(0.05)
 
 
