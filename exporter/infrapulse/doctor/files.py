@@ -19,7 +19,8 @@ from .report import FAIL, OK, Check
 CERT_KEYS = ("ca_file", "cert_file", "client_ca_file")
 SECRET_KEYS = ("password_file", "username_file", "bearer_token_file")
 DIR_KEYS = ("sysfs_root",)
-SKIP_KEYS = ("fake",)  # the NVML fake: a testing key, checked by the nvml probe instead
+# Simulation and testing keys (the NVML fake, ethtool statistics from files): the probes use them.
+SKIP_KEYS = ("fake", "stats_dir")
 
 
 def references(value: Any, path: str = "") -> Iterator[tuple[str, str, str]]:

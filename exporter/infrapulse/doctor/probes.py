@@ -135,10 +135,10 @@ def probe_nvml(section: dict[str, Any], options: SourceOptions) -> list[Check]:
         if opener is None:
             return [Check("nvml", "nvml", FAIL, "sources.nvml.fake is set but no NVML fake was given")]
         api = opener(section["fake"])
-        kind = f"fake from {section['fake']}"
+        fake = f" (NVML fake: {section['fake']})"
     else:
         api = RealNvml()
-        kind = "NVML"
+        fake = ""
     try:
         api.init()
     except InitError as exc:
@@ -152,9 +152,9 @@ def probe_nvml(section: dict[str, Any], options: SourceOptions) -> list[Check]:
     finally:
         api.shutdown()
     if not count:
-        return [Check("nvml", "nvml", FAIL, f"{kind} loads (driver {driver}) but sees no GPU")]
+        return [Check("nvml", "nvml", FAIL, f"NVML loads (driver {driver}) but sees no GPU{fake}")]
     models = ", ".join(f"{names.count(n)}x {n}" for n in dict.fromkeys(names))
-    return [Check("nvml", "nvml", OK, f"{kind} loads: driver {driver}, {count} GPU(s): {models}")]
+    return [Check("nvml", "nvml", OK, f"NVML loads: driver {driver}, {count} GPU(s): {models}{fake}")]
 
 
 # -- gNMI -----------------------------------------------------------------------------------------
