@@ -29,6 +29,7 @@ ALERTS_DIR = Path(__file__).resolve().parent
 # `runbook_url: <anything>/<AlertName>.md`, quoted or not, in rules and in promtool expectations.
 RUNBOOK_LINE = re.compile(r'^(?P<lead>[ \t]*runbook_url:[ \t]*)(?P<q>"?)(?P<url>\S*?)'
                           r'(?P<alert>Infrapulse\w+)\.md(?P=q)[ \t]*$', re.MULTILINE)
+FIX = "python alerts/generate_runbook_urls.py"
 ALERT_LINE = re.compile(r"^\s*-\s*alert:\s*(\w+)\s*$")
 
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if wanted == text:
             continue
         if args.check:
-            problems.append(f"{path}: runbook_url not under {base}: run python alerts/generate_runbook_urls.py")
+            problems.append(f"{path}: runbook_url not under {base}: run {FIX}")
         else:
             path.write_text(wanted)
     for problem in problems:
