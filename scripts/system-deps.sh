@@ -2,7 +2,8 @@
 # Make sure the Debian packages the test suite drives for real are present:
 # prometheus (+promtool), prometheus-alertmanager (+amtool), prometheus-node-exporter (a peer
 # in tests and benchmarks), chromium (status-page screenshot test) and docker-compose
-# (validates compose.yaml; no Docker engine is needed) and systemd (systemd-analyze verify).
+# (validates compose.yaml; no Docker engine is needed), systemd (systemd-analyze verify), and curl
+# and jq (the quickstarts' commands, which tests/e2e/test_quickstarts.py runs).
 # As root with apt, missing ones are installed; otherwise this says exactly what is missing.
 set -euo pipefail
 
@@ -15,6 +16,8 @@ declare -A need=(
   [/usr/bin/chromium]=chromium
   [/usr/bin/docker-compose]=docker-compose
   [/usr/bin/systemd-analyze]=systemd
+  [/usr/bin/curl]=curl
+  [/usr/bin/jq]=jq
 )
 missing=()
 for bin in "${!need[@]}"; do

@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 SYSTEM_TOOLS = frozenset({
     "prometheus", "promtool", "prometheus-alertmanager", "alertmanager", "amtool",
     "prometheus-node-exporter", "node_exporter", "chromium", "docker-compose", "systemd-analyze",
+    "curl", "jq",
 })
 
 

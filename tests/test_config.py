@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
 import sys
 
 import pytest
 
+from infrapulse import cli
 from infrapulse import config as config_mod
 from infrapulse.schema import parse_duration
 
@@ -103,3 +106,119 @@ def test_bad_listen_flag_is_usage_error():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "--listen" in proc.stderr
+
+
+# -- issue 18: check-config reports everything, as written, and only what is true here -------------
+
+def test_duplicate_keys_are_errors_with_both_lines(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("interval: 5s\nsources:\n  gnmi:\n    targets: []\n    targets: []\ninterval: 1s\n")
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.load_file(path)
+    assert err.value.errors == [  # in the order they are written
+        ("sources.gnmi.targets", "duplicate key (line 5; first at line 4): YAML keeps only the last one"),
+        ("interval", "duplicate key (line 6; first at line 1): YAML keeps only the last one"),
+    ]
+
+
+def test_merge_keys_may_be_overridden_without_a_duplicate_error():
+    cfg = config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
+                               "    sysfs_root: /b\n")
+    assert cfg["sources"]["ethtool"]["sysfs_root"] == "/b"
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
+                             "    sysfs_root: /b\n    sysfs_root: /c\n")
+    assert [k for k, _ in err.value.errors] == ["sources.ethtool.sysfs_root"]
+
+
+def test_every_error_is_reported_at_once(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("interval: 5x\nlisten: nope\nbogus: 1\nhealth:\n  window: soon\n"
+                    "sources:\n  serving:\n    endpoints:\n      - {name: a, url: ftp://x}\n      - {url: http://y}\n")
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.load_file(path)
+    keys = [k for k, _ in err.value.errors]
+    assert keys == ["bogus", "listen", "interval", "health.window", "sources.serving.endpoints[0].url",
+                    "sources.serving.endpoints[1].name"]
+    assert str(err.value).splitlines()[0] == f"{path}: bogus: unknown key (known keys here: " \
+        "health, hostname, http, interval, listen, role, sources)"
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert [line.split(": ")[2] for line in proc.stderr.splitlines()] == keys
+
+
+LOWER_IS_BETTER = "lower values are better, so good must be below bad"
+
+
+@pytest.mark.parametrize("thresholds,message", [
+    ("ecn_marked_ratio: {good: 0.05, bad: 0.001}",
+     "good (0.05) is worse than bad (0.001): for ecn_marked_ratio"),
+    ("pfc_pause_ratio: {good: 0.5}",  # against the default bad of 0.2
+     "good (0.5) is worse than bad (0.2): for pfc_pause_ratio"),
+    ("ttft_p95: {bad: 1}",  # against the SLO of 1.5 s, the good threshold
+     "good (1.5) is worse than bad (1): for ttft_p95"),
+])
+def test_thresholds_with_good_worse_than_bad_are_errors(thresholds, message):
+    with pytest.raises(config_mod.ConfigError) as err:
+        config_mod.load_text(f"health:\n  thresholds:\n    {thresholds}\n")
+    key = f"health.thresholds.{thresholds.split(':')[0]}"
+    assert err.value.errors == [(key, f"{message} {LOWER_IS_BETTER}")]
+
+
+def test_thresholds_in_the_right_direction_still_load():
+    cfg = config_mod.load_text("health:\n  slo: {ttft_p95_seconds: 2}\n  thresholds:\n"
+                               "    ecn_marked_ratio: {good: 0.01, bad: 0.2}\n    ttft_p95: {bad: 3}\n")
+    assert cfg["health"]["thresholds"]["ttft_p95"] == {"good": None, "bad": 3.0}
+
+
+def test_serving_history_loads_with_a_deprecation_warning(tmp_path):
+    warnings: list[str] = []
+    path = tmp_path / "old.yaml"
+    path.write_text("sources:\n  serving:\n    history: 30m\n")
+    cfg = config_mod.load_file(path, warnings)
+    assert cfg["sources"]["serving"]["history"] == 1800.0
+    assert warnings == [f"{path}: sources.serving.history: deprecated and ignored: the health service keeps "
+                        "the TTFT/ITL readings its health.window needs; remove the key"]
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == f"warning: {warnings[0]}\n"
+
+
+@pytest.mark.parametrize("seconds,text", [(3.6e8, "100000h"), (90, "90s"), (5400, "90m"), (86400, "1d"),
+                                          (0.25, "250ms"), (1.5, "1.5s"), (0, "0s"), (7200, "2h")])
+def test_durations_print_as_people_write_them(seconds, text):
+    from infrapulse.schema import format_duration
+
+    assert format_duration(seconds) == text and parse_duration(text) == seconds
+
+
+def test_check_config_prints_durations_as_written_and_range_errors_too(tmp_path):
+    path = tmp_path / "long.yaml"
+    path.write_text("interval: 100000h\nhealth: {history: 100000h}\n")
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == f"config error: {path}: health.history: must be at most 1d, got 100000h\n"
+    path.write_text("interval: 100000h\n")
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "interval 100000h," in proc.stdout and "e+" not in proc.stdout
+
+
+def test_check_config_does_not_claim_nvml_runs_without_the_library(tmp_path, monkeypatch):
+    from infrapulse.sources.gpu import nvml_api
+
+    def no_library(self) -> None:
+        raise nvml_api.InitError("no_nvml", "nvmlInit failed: NVML Shared Library Not Found")
+
+    monkeypatch.setattr(nvml_api.RealNvml, "init", no_library)
+    path = tmp_path / "gpu.yaml"
+    path.write_text("sources: {nvml: {enabled: auto}}\n")
+    args = type("Args", (), {"file": str(path)})()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.cmd_check_config(args) == 0
+    assert "sources that would run here: none;" in out.getvalue()
+    assert ("enabled but not on this host: nvml (NVML does not load here (nvmlInit failed: NVML Shared "
+            "Library Not Found); enabled: auto leaves the source off)") in out.getvalue()

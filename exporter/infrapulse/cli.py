@@ -17,8 +17,9 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 from . import __version__, logs
 from . import docs as docs_cli
 from .config import ConfigError, default_config, load_file
+from .doctor import cli as doctor_cli
 from .health import cli as health_cli
-from .schema import SchemaError, parse_host_port
+from .schema import SchemaError, format_duration, parse_host_port
 from .simulate import cli as simulate_cli
 
 log = logging.getLogger("infrapulse")
@@ -80,20 +81,34 @@ def build_parser() -> argparse.ArgumentParser:
 
     for module in SUBCOMMAND_MODULES:
         module.add_parser(sub)
+    doctor_cli.add_parser(sub, source_options)
     return parser
 
 
 def cmd_check_config(args) -> int:
+    warnings: list[str] = []
     try:
-        cfg = load_file(args.file)
+        cfg = load_file(args.file, warnings)
     except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"config error: {line}", file=sys.stderr)
         return 2
     from .sources import registry
 
-    enabled = [name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])]
-    print(f"{args.file}: ok (listen {cfg['listen']}, interval {cfg['interval']:g}s, "
-          f"sources that would run here: {', '.join(enabled) or 'none'})")
+    runs, not_here = [], []
+    for name, cls in registry().items():
+        if not cls.wanted(cfg["sources"][name]):
+            continue
+        why = cls.unavailable(cfg["sources"][name])
+        if why:
+            not_here.append(f"{name} ({why})")
+        else:
+            runs.append(name)
+    absent = f"; enabled but not on this host: {'; '.join(not_here)}" if not_here else ""
+    print(f"{args.file}: ok (listen {cfg['listen']}, interval {format_duration(cfg['interval'])}, "
+          f"sources that would run here: {', '.join(runs) or 'none'}{absent})")
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 
@@ -101,12 +116,16 @@ def cmd_run(args) -> int:
     from .daemon import Daemon, run_async
     from .webconfig import web_security
 
+    warnings: list[str] = []
     try:
-        cfg = load_file(args.config) if args.config else default_config()
+        cfg = load_file(args.config, warnings) if args.config else default_config()
     except ConfigError as exc:
-        print(f"config error: {exc}", file=sys.stderr)
+        for line in exc.lines():
+            print(f"config error: {line}", file=sys.stderr)
         return 2
     logs.setup(args.log_format, args.log_level)
+    for warning in warnings:
+        log.warning("config: %s", warning)
     try:
         security = web_security(args.web_config_file)
     except ValueError as exc:

@@ -1,7 +1,9 @@
 """Load and validate the YAML config file.
 
-Any problem — unreadable file, YAML syntax, unknown key, wrong type, bad duration — becomes a
-`ConfigError` naming the file, the key path and the reason; the CLI prints it and exits 2.
+Any problem — unreadable file, YAML syntax, a key given twice, unknown key, wrong type, bad
+duration — becomes a `ConfigError` naming the file, the key path and the reason; the CLI prints it
+and exits 2. Every problem of a file is reported at once (`ConfigError.errors`), not just the
+first. Keys that are accepted but do nothing (deprecated) come back as warnings.
 """
 
 from __future__ import annotations
@@ -18,12 +20,63 @@ DEFAULT_LISTEN = "0.0.0.0:9477"
 
 
 class ConfigError(Exception):
-    def __init__(self, file: str, key: str, reason: str) -> None:
+    """`key`/`reason` are the first problem; `errors` lists every (key, reason) found, and the
+    message has one `file: key: reason` line per problem."""
+
+    def __init__(self, file: str, key: str, reason: str,
+                 more: list[tuple[str, str]] | None = None) -> None:
         self.file = file
         self.key = key
         self.reason = reason
-        where = f"{file}: {key}" if key else file
-        super().__init__(f"{where}: {reason}")
+        self.errors: list[tuple[str, str]] = [(key, reason), *(more or [])]
+        super().__init__("\n".join(self.line(k, r) for k, r in self.errors))
+
+    def line(self, key: str, reason: str) -> str:
+        where = f"{self.file}: {key}" if key else self.file
+        return f"{where}: {reason}"
+
+    def lines(self) -> list[str]:
+        return [self.line(k, r) for k, r in self.errors]
+
+
+def _key_path(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def duplicate_keys(node: yaml.Node | None, path: str = "") -> list[tuple[str, str]]:
+    """(key path, reason) for every mapping key written twice in the composed YAML: PyYAML
+    would silently keep the last one, so a second `interval:` would win unnoticed."""
+    found: list[tuple[str, str]] = []
+    if isinstance(node, yaml.MappingNode):
+        first_line: dict[object, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in first_line:
+                found.append((_key_path(path, key),
+                              f"duplicate key (line {line}; first at line {first_line[key]}): "
+                              "YAML keeps only the last one"))
+            else:
+                first_line[key] = line
+            found += duplicate_keys(value_node, _key_path(path, key))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += duplicate_keys(item, f"{path}[{i}]")
+    return found
+
+
+def _parse_yaml(text: str, file: str) -> tuple[Any, list[tuple[str, str]]]:
+    """The document and its duplicate keys (composed first, so each key keeps its line)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        duplicates = duplicate_keys(node)
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    return data, duplicates
 
 
 def _sources_section() -> Section:
@@ -87,9 +140,10 @@ def root_schema() -> Section:
     )
 
 
-def load_text(text: str, file: str = "<config>") -> dict[str, Any]:
+def load_text(text: str, file: str = "<config>", warnings: list[str] | None = None) -> dict[str, Any]:
+    """Validate `text`; deprecated keys it sets are appended to `warnings` as `file: key: why`."""
     try:
-        data = yaml.safe_load(text)
+        data, duplicates = _parse_yaml(text, file)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -99,13 +153,20 @@ def load_text(text: str, file: str = "<config>") -> dict[str, Any]:
         raise ConfigError(file, "", "invalid YAML: nested too deeply") from None
     if data is None:
         data = {}
+    problems = list(duplicates)
+    root = root_schema()
     try:
-        return root_schema().validate(data, "")
+        cfg = root.validate(data, "")
     except SchemaError as exc:
-        raise ConfigError(file, exc.path or "<top level>", exc.reason) from None
+        problems += [(e.path or "<top level>", e.reason) for e in exc.errors]
+    if problems:
+        raise ConfigError(file, problems[0][0], problems[0][1], problems[1:])
+    if warnings is not None:
+        warnings += [f"{file}: {key}: {why}" for key, why in schema.deprecated_keys(root, data)]
+    return cfg
 
 
-def load_file(path: str | Path) -> dict[str, Any]:
+def load_file(path: str | Path, warnings: list[str] | None = None) -> dict[str, Any]:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -119,7 +180,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(str(path), "", f"not UTF-8 text: {exc.reason}") from None
     except OSError as exc:
         raise ConfigError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
-    return load_text(text, str(path))
+    return load_text(text, str(path), warnings)
 
 
 def default_config() -> dict[str, Any]:

@@ -63,12 +63,19 @@ Generated from the config schema by `make docs` (`infrapulse docs --write`); a t
 this file and the code disagree.
 
 infrapulse reads one YAML file: `infrapulse run --config FILE`. Validate it with
-`infrapulse check-config FILE`: an unknown key, a wrong type, a bad duration or an unreadable
-file stops with exit code 2 and one line naming the file, the key path and the reason, e.g.
+`infrapulse check-config FILE`: an unknown key, a key written twice, a wrong type, a bad
+duration, thresholds whose good is worse than their bad or an unreadable file stops with exit
+code 2 and one line per problem — all of them at once — naming the file, the key path and the
+reason, e.g.
 
 ```
+config error: node.yaml: interval: duplicate key (line 9; first at line 2): YAML keeps only the last one
 config error: node.yaml: sources.infiniband.devices[1]: invalid regular expression '[': ...
 ```
+
+A key that is still accepted but does nothing (deprecated) loads with a `warning:` line.
+`infrapulse doctor FILE` does all of this and then checks the host against the config (files,
+NVML, RDMA devices, switches, engines; see docs/quickstart-node.md).
 
 Durations are written like Prometheus durations: `250ms`, `5s`, `1m30s`, `2h`. Every key is
 optional unless marked required; a source block that is absent keeps its defaults. `kill -HUP`
@@ -115,7 +122,36 @@ def metrics_markdown() -> str:
             out.append(f"| `{f.name}` | {f.type} | {f.unit or '-'} | {labels or '-'} | {_md(f.help)} |\n")
         out.append("\n")
     out.append("`label?` marks a label present only when the data has it.\n")
+    out.append(promtool_section())
     return "".join(out)
+
+
+# What `promtool check metrics` (Prometheus' naming lint) says about our exposition, and why each
+# finding stays. tests/e2e/test_promtool_metrics.py runs promtool on a live demo daemon and
+# compares its findings with this list, so a new finding must be fixed or explained here.
+PROMTOOL_FINDINGS: tuple[tuple[str, str, str], ...] = (
+    ("infrapulse_nic_fec_corrected_bits_total", 'use base unit "bytes" instead of "bits"',
+     "It counts bit errors the FEC corrected, not data: a corrected bit is one event, and an eighth "
+     "of a corrected byte means nothing. Divided by infrapulse_nic_received_bits_total it is the "
+     "pre-FEC bit error ratio, the unit link error budgets are written in; in bytes both sides would "
+     "only be rescaled."),
+    ("infrapulse_nic_received_bits_total", 'use base unit "bytes" instead of "bits"',
+     "The denominator of that bit error ratio, counted by the PHY in bits (mlx5 rx_bits_phy, bnxt_en "
+     "rx_bits). Bytes received are in infrapulse_nic_phy_bytes_total already."),
+    ("infrapulse_rdma_hw_counter_total", "metric name should not include type 'counter'",
+     "`hw_counter` is the kernel's own name of the files it exports "
+     "(/sys/class/infiniband/<device>/ports/<port>/hw_counters/<counter>), not the metric type; the "
+     "`counter` label holds the file name. Renaming it would break every query that reads it."),
+)
+
+
+def promtool_section() -> str:
+    rows = "".join(f"| `{name}` | {said} | {_md(why)} |\n" for name, said, why in PROMTOOL_FINDINGS)
+    return ("\n## `promtool check metrics`\n\n"
+            "Prometheus' naming lint, run on a live daemon's /metrics by "
+            "`tests/e2e/test_promtool_metrics.py`, reports exactly these findings; each is kept on "
+            "purpose:\n\n"
+            "| family | promtool says | why it stays |\n| --- | --- | --- |\n" + rows)
 
 
 def _default_text(decl: Field) -> str:

@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import exposition
 
 from . import __version__
+from .inventory import inventory
 from .metrics import DaemonState
 from .store import SourceStatus, Store
 
@@ -105,7 +106,8 @@ def sources_status(store: Store) -> list[dict]:
 
 
 async def sources_handler(request: web.Request) -> web.Response:
-    return web.json_response({"sources": sources_status(request.app[STORE_KEY])},
+    store = request.app[STORE_KEY]
+    return web.json_response({"sources": sources_status(store), "inventory": inventory(store)},
                              dumps=lambda o: json.dumps(o, indent=2))
 
 
@@ -142,6 +144,11 @@ async def landing_css_handler(request: web.Request) -> web.Response:
 
 
 LINKS_KEY = web.AppKey("links", list)
+# The demo's scenario board as the status page shows it: a callable returning
+# {"active": [names], "known": {name: description}}. Only the demo daemon sets it.
+SCENARIOS_KEY = web.AppKey("scenarios", object)
+# The Content-Security-Policy every response gets (the status page widens it for its script).
+CSP_KEY = web.AppKey("csp", str)
 
 
 def make_app(store: Store, state: DaemonState, registry: object,
@@ -157,6 +164,7 @@ def make_app(store: Store, state: DaemonState, registry: object,
     app[RENDER_CACHE_KEY] = RenderCache(render_cache)
     app[LINKS_KEY] = []
     app[API_QUERY_KEY] = {}
+    app[CSP_KEY] = content_security_policy(csp_report_uri)
     app.on_response_prepare.append(security_headers(csp_report_uri))
     app.router.add_get("/metrics", metrics_handler)
     app.router.add_get("/healthz", healthz_handler)
@@ -185,6 +193,13 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; f
 
 def content_security_policy(report_uri: str = "") -> str:
     return f"{CSP}; report-uri {report_uri}" if report_uri else CSP
+
+
+def with_own_scripts(policy: str) -> str:
+    """`policy` that also runs scripts served by this origin (never inline ones) and lets them
+    call its own API: the demo status page's scenario toggles, and nothing else, use it."""
+    scripts = "default-src 'none'; script-src 'self'; connect-src 'self';"
+    return policy.replace("default-src 'none';", scripts, 1)
 
 
 def security_headers(report_uri: str = "") -> Callable[[web.Request, web.StreamResponse], Awaitable[None]]:

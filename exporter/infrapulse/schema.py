@@ -17,12 +17,45 @@ _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class SchemaError(Exception):
-    """A value that does not fit its declaration. `path` is the dotted key path."""
+    """A value that does not fit its declaration. `path` is the dotted key path; `errors` lists
+    every problem found (this one first), so a config with three mistakes reports all three."""
 
     def __init__(self, path: str, reason: str) -> None:
         super().__init__(f"{path or '<top level>'}: {reason}")
         self.path = path
         self.reason = reason
+        self.errors: list[SchemaError] = [self]
+
+    @classmethod
+    def of(cls, errors: list[SchemaError]) -> SchemaError:
+        """One exception standing for all of `errors` (in order, nested lists flattened)."""
+        flat = [e for err in errors for e in err.errors]
+        first = SchemaError(flat[0].path, flat[0].reason)
+        first.errors = flat
+        if len(flat) > 1:
+            first.args = ("\n".join(f"{e.path or '<top level>'}: {e.reason}" for e in flat),)
+        return first
+
+
+class _Collector:
+    """Runs validations and keeps every SchemaError instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.errors: list[SchemaError] = []
+
+    def validate(self, decl: Field, value: Any, path: str) -> Any:
+        try:
+            return decl.validate(value, path)
+        except SchemaError as exc:
+            self.errors.append(exc)
+            return None
+
+    def add(self, path: str, reason: str) -> None:
+        self.errors.append(SchemaError(path, reason))
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise SchemaError.of(self.errors)
 
 
 def parse_duration(text: str) -> float:
@@ -42,9 +75,23 @@ def parse_duration(text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    if seconds < 1 and seconds != 0:
-        return f"{seconds * 1000:g}ms"
-    return f"{seconds:g}s"
+    """A duration the way people write them: the largest unit that divides it (90 -> 90s,
+    3600 -> 1h, 3.6e8 -> 100000h), never in exponent notation."""
+    if seconds == 0:
+        return "0s"
+    if seconds < 1:
+        return f"{_plain(seconds * 1000)}ms"
+    for unit in ("d", "h", "m"):
+        count = seconds / _UNIT_SECONDS[unit]
+        if abs(count - round(count)) < 1e-9 and round(count) >= 1:
+            return f"{round(count)}{unit}"
+    return f"{_plain(seconds)}s"
+
+
+def _plain(value: float) -> str:
+    """A float without exponent notation or trailing zeros (1.5, 250, 0.001)."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
 
 
 def _type_name(value: Any) -> str:
@@ -61,6 +108,9 @@ class Field:
     doc: str = ""
     default: Any = None
     required: bool = False
+    # Non-empty: the key is still accepted but does nothing; `deprecated_keys` reports it with
+    # this explanation (check-config and `run` print it as a warning).
+    deprecated: str = ""
 
     def type_doc(self) -> str:
         return type(self).__name__.lower()
@@ -224,7 +274,10 @@ class ListOf(Field):
     def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise SchemaError(path, f"expected a list, got {_type_name(value)}")
-        return [self.item.validate(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        errors = _Collector()
+        out = [errors.validate(self.item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        errors.raise_if_any()
+        return out
 
 
 @dataclass
@@ -243,10 +296,13 @@ class MapOf(Field):
         if not isinstance(value, dict):
             raise SchemaError(path, f"expected a mapping, got {_type_name(value)}")
         out = {}
+        errors = _Collector()
         for k, v in value.items():
             if not isinstance(k, str):
-                raise SchemaError(path, f"keys must be strings, got {k!r}")
-            out[k] = self.value.validate(v, f"{path}.{k}")
+                errors.add(path, f"keys must be strings, got {k!r}")
+                continue
+            out[k] = errors.validate(self.value, v, f"{path}.{k}")
+        errors.raise_if_any()
         return out
 
 
@@ -271,18 +327,20 @@ class Section(Field):
         if not isinstance(value, dict):
             raise SchemaError(path, f"expected a mapping, got {_type_name(value)}")
         out: dict[str, Any] = {}
+        errors = _Collector()
         for key in value:
             if key not in self.fields:
                 known = ", ".join(sorted(self.fields)) or "none"
-                raise SchemaError(_join(path, str(key)), f"unknown key (known keys here: {known})")
+                errors.add(_join(path, str(key)), f"unknown key (known keys here: {known})")
         for key, decl in self.fields.items():
             sub = _join(path, key)
             if key in value and value[key] is not None:
-                out[key] = decl.validate(value[key], sub)
+                out[key] = errors.validate(decl, value[key], sub)
             elif decl.required:
-                raise SchemaError(sub, "required key is missing")
+                errors.add(sub, "required key is missing")
             else:
                 out[key] = decl.default_value()
+        errors.raise_if_any()  # cross-field checks need every field valid
         if self.check is not None:
             self.check(out, path)
         return out
@@ -290,6 +348,25 @@ class Section(Field):
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
+
+
+def deprecated_keys(section: Section, value: Any, path: str = "") -> list[tuple[str, str]]:
+    """(key path, explanation) of every deprecated key that `value` (raw, unvalidated) sets."""
+    found: list[tuple[str, str]] = []
+    if not isinstance(value, dict):
+        return found
+    for key, decl in section.fields.items():
+        if key not in value or value[key] is None:
+            continue
+        sub = _join(path, key)
+        if decl.deprecated:
+            found.append((sub, decl.deprecated))
+        if isinstance(decl, Section):
+            found += deprecated_keys(decl, value[key], sub)
+        elif isinstance(decl, ListOf) and isinstance(decl.item, Section) and isinstance(value[key], list):
+            for i, item in enumerate(value[key]):
+                found += deprecated_keys(decl.item, item, f"{sub}[{i}]")
+    return found
 
 
 def walk(section: Section, prefix: str = "") -> Iterator[tuple[str, Field]]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
 
+DEFAULT_RUNBOOK_BASE = "https://github.com/infrapulse/infrapulse/blob/main/docs/runbooks/"
 COMPONENTS = ("network", "rdma", "gpu", "serving", "topology")
 DEFAULT_COMPONENT_WEIGHTS = {"network": 0.3, "rdma": 0.15, "gpu": 0.25, "serving": 0.3, "topology": 0.1}
 
@@ -48,11 +49,48 @@ def _check_signal_keys(mapping: dict[str, Any], path: str) -> None:
             raise SchemaError(f"{path}.{name}", f"unknown signal (known: {', '.join(known)})")
 
 
-def _check_thresholds(value: dict[str, Any], path: str) -> None:
+def _check_thresholds(value: dict[str, Any], path: str, slo: dict[str, float]) -> None:
+    from .signals import SIGNALS
+
     _check_signal_keys(value, path)
+    errors: list[SchemaError] = []
     for name, pair in value.items():
         if pair["good"] is not None and pair["bad"] is not None and pair["good"] == pair["bad"]:
-            raise SchemaError(f"{path}.{name}", "good and bad thresholds must differ")
+            errors.append(SchemaError(f"{path}.{name}", "good and bad thresholds must differ"))
+            continue
+        signal = SIGNALS[name]
+        good, bad = _effective_pair(name, value, slo)
+        # A signal's direction is fixed by what it measures (more ECN marks is never better):
+        # a pair that reverses it would score the problem 100 and the healthy state 0.
+        lower_is_better = signal.good < signal.bad
+        if good != bad and (good > bad) == lower_is_better:
+            better, side = ("lower", "below") if lower_is_better else ("higher", "above")
+            errors.append(SchemaError(
+                f"{path}.{name}", f"good ({good:g}) is worse than bad ({bad:g}): for {name} {better} values "
+                                  f"are better, so good must be {side} bad"))
+    if errors:
+        raise SchemaError.of(errors)
+
+
+def _effective_pair(name: str, overrides: dict[str, Any], slo: dict[str, float]) -> tuple[float, float]:
+    """The good/bad a signal ends up with: its defaults (an SLO for ttft/itl, bad twice it), then
+    the signal it borrows thresholds from, then its own override (as scoring.resolve_settings)."""
+    from .signals import SIGNALS
+
+    signal = SIGNALS[name]
+    good, bad = signal.good, signal.bad
+    if name in SLO_SIGNALS:
+        good = slo[SLO_SIGNALS[name]]
+        bad = 2 * good
+    borrowed = overrides.get(signal.thresholds_from) if signal.thresholds_from else None
+    for pair in (borrowed, overrides.get(name)):
+        if pair:
+            good = pair["good"] if pair["good"] is not None else good
+            bad = pair["bad"] if pair["bad"] is not None else bad
+    return good, bad
+
+
+SLO_SIGNALS = {"ttft_p95": "ttft_p95_seconds", "itl_p95": "itl_p95_seconds"}
 
 
 def _join(path: str, key: str) -> str:
@@ -61,7 +99,7 @@ def _join(path: str, key: str) -> str:
 
 def _check(section: dict[str, Any], path: str) -> None:
     _check_weights(section["weights"], path)
-    _check_thresholds(section["thresholds"], _join(path, "thresholds"))
+    _check_thresholds(section["thresholds"], _join(path, "thresholds"), section["slo"])
     # Components the user did not name keep their default weight.
     section["weights"] = {**DEFAULT_COMPONENT_WEIGHTS, **section["weights"]}
     _check_signal_keys(section["signal_weights"], _join(path, "signal_weights"))
@@ -135,6 +173,10 @@ CONFIG = Section(
                           default=5, min=1, max=50),
         "history": Duration("How much score history the status page sparkline keeps in memory.",
                             default="1h", min=60, max=86400),
+        "runbook_base_url": Str("Where the runbooks (docs/runbooks/<Alert>.md) are published: the status "
+                                "page links each detractor to <base><Alert>.md. Use the base the alert "
+                                "rules were generated with (alerts/generate_runbook_urls.py --runbook-base).",
+                                default=DEFAULT_RUNBOOK_BASE, pattern=r"https?://\S+"),
     },
     check=_check,
 )

@@ -1,21 +1,49 @@
-"""The status page at `/`: plain HTML and inline SVG, no scripts or external assets (works offline).
+"""The status page at `/`: plain HTML and inline SVG from this daemon only (works offline).
 
-The score as a gauge, the components as bars, the top detractors with what to do, the status
-of every source, and a sparkline of the score over the history the service keeps in memory.
-The page reloads itself every 10 seconds.
+The score as a gauge, the components as bars, the score over time with a clock axis and value
+labels, the top detractors with what to do and a runbook link, the serving latencies coloured
+against their SLOs (and why a cell is empty), the GPUs and NICs this instance sees, the status of
+every source (long details folded), and — on the demo only — switches for its scenarios. The
+page reloads itself every 10 seconds.
+
+It runs under the daemon's Content-Security-Policy: no inline style or script. Styles come from
+/static/health.css; the demo's toggles from /static/scenarios.js, the only script, which the
+status page's own policy allows from this origin (`http.with_own_scripts`) when it has toggles.
 """
 
 from __future__ import annotations
 
+import datetime
 import html
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from typing import Any
 
 from .. import __version__
+from .runbooks import runbook_for, runbook_url
+from .sparkline import sparkline_svg
 
 COLORS = {"healthy": "#2e7d32", "degraded": "#ef6c00", "critical": "#c62828", "unknown": "#757575"}
+DEFAULT_BANDS = {"degraded": 80.0, "critical": 50.0}
+STYLESHEET = "/static/health.css"
+SCRIPT = "/static/scenarios.js"
+STATIC = {STYLESHEET: ("health.css", "text/css"), SCRIPT: ("scenarios.js", "text/javascript")}
+DETAIL_FOLD_CHARS = 100  # longer source details (or more than one) are folded into <details>
+# Why a latency an engine does not export shows "–" (engine label, quantity) -> sentence.
+NOT_EXPORTED = {
+    ("tgi", "ttft"): "TGI exports no time-to-first-token metric",
+    ("trtllm", "ttft"): "TensorRT-LLM under Triton reports TTFT only when started with "
+                        "--metrics-config histogram_latencies=true (trtllm-serve always does)",
+    ("trtllm", "itl"): "Triton exports no inter-token latency (trtllm-serve does)",
+}
+
+
+def static_file(path: str) -> tuple[str, str]:
+    """(text, content type) of a static file the page uses."""
+    name, content_type = STATIC[path]
+    return (resources.files(__package__) / "static" / name).read_text(encoding="utf-8"), content_type
 
 
 def _esc(text: object) -> str:
@@ -26,83 +54,77 @@ def _fmt(score: float | None) -> str:
     return "–" if score is None else f"{score:.0f}"
 
 
+def status_of(score: float | None, bands: dict[str, float]) -> str:
+    if score is None:
+        return "unknown"
+    return "critical" if score < bands["critical"] else "degraded" if score < bands["degraded"] else "healthy"
+
+
 def gauge_svg(score: float | None, status: str) -> str:
     """A half-circle gauge: grey track, coloured arc up to the score, the number in the middle."""
     cx, cy, r = 110, 110, 90
     fraction = 0.0 if score is None else max(0.0, min(score, 100.0)) / 100.0
     angle = math.pi * (1 - fraction)
     x, y = cx + r * math.cos(angle), cy - r * math.sin(angle)
+    color = COLORS.get(status, COLORS["unknown"])
     arc = ""
     if fraction > 0:
         arc = (f'<path d="M{cx - r},{cy} A{r},{r} 0 0 1 {x:.2f},{y:.2f}" fill="none" '
-               f'stroke="{COLORS.get(status, "#757575")}" stroke-width="18" stroke-linecap="butt"/>')
+               f'stroke="{color}" stroke-width="18" stroke-linecap="butt"/>')
     return (f'<svg id="gauge" role="img" aria-label="health score {_fmt(score)}" width="220" height="130" '
             f'viewBox="0 0 220 130" xmlns="http://www.w3.org/2000/svg">'
             f'<path d="M{cx - r},{cy} A{r},{r} 0 0 1 {cx + r},{cy}" fill="none" stroke="#e0e0e0" '
             f'stroke-width="18"/>'
             f'{arc}<text x="{cx}" y="{cy - 8}" text-anchor="middle" font-size="44" font-weight="bold" '
             f'fill="#212121">{_fmt(score)}</text>'
-            f'<text x="{cx}" y="{cy + 16}" text-anchor="middle" font-size="15" '
-            f'fill="{COLORS.get(status, "#757575")}">'
+            f'<text x="{cx}" y="{cy + 16}" text-anchor="middle" font-size="15" fill="{color}">'
             f'{_esc(status)}</text></svg>')
 
 
-def sparkline_svg(points: Iterable[tuple[float, float | None]], now: float, span: float,
-                  width: int = 480, height: int = 60) -> str:
-    """Score over the last `span` seconds; gaps (unknown score) break the line."""
-    segments: list[list[str]] = [[]]
-    count = 0
-    for ts, score in points:
-        if ts < now - span:
-            continue
-        if score is None:
-            segments.append([])
-            continue
-        x = (ts - (now - span)) / span * width
-        y = height - 2 - max(0.0, min(score, 100.0)) / 100.0 * (height - 4)
-        segments[-1].append(f"{x:.1f},{y:.1f}")
-        count += 1
-    lines = "".join(f'<polyline points="{" ".join(seg)}" fill="none" stroke="#1565c0" stroke-width="2"/>'
-                    for seg in segments if seg)
-    guide = height - 2 - 0.5 * (height - 4)
-    return (f'<svg id="sparkline" data-points="{count}" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img" '
-            f'aria-label="score over the last {span / 60:.0f} minutes">'
-            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fafafa" stroke="#e0e0e0"/>'
-            f'<line x1="0" y1="{guide:.1f}" x2="{width}" y2="{guide:.1f}" stroke="#eeeeee"/>{lines}</svg>')
-
-
-def component_bars(components: list[dict[str, Any]]) -> str:
+def component_bars(components: list[dict[str, Any]], bands: dict[str, float]) -> str:
     rows = []
     for comp in components:
         if not comp["applicable"]:
             continue
         score = comp["score"]
-        color = COLORS["unknown"] if score is None else (
-            COLORS["healthy"] if score >= 80 else COLORS["degraded"] if score >= 50 else COLORS["critical"])
         width = 0 if score is None else max(0.0, min(score, 100.0))
-        capped = (f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>' if comp["capped_by"]
-                  else "")
+        capped = ""
+        if comp["capped_by"]:
+            capped = f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>'
+        color = COLORS[status_of(score, bands)]
         rows.append(
             f'<div class="component" data-component="{_esc(comp["name"])}" data-score="{_fmt(score)}">'
             f'<span class="cname">{_esc(comp["name"])}</span>'
-            f'<svg width="300" height="16" xmlns="http://www.w3.org/2000/svg">'
-            f'<rect width="300" height="16" fill="#eeeeee"/>'
-            f'<rect width="{width * 3:.1f}" height="16" fill="{color}"/></svg>'
-            f'<span class="cscore">{_fmt(score)}</span>'
+            f'<svg width="300" height="16" xmlns="http://www.w3.org/2000/svg"><rect width="300" height="16" '
+            f'fill="#eeeeee"/><rect width="{width * 3:.1f}" height="16" fill="{color}"/>'
+            f'</svg><span class="cscore">{_fmt(score)}</span>'
             f'<span class="ccov">coverage {comp["coverage"] * 100:.0f}%</span>{capped}</div>')
     return "".join(rows) or '<p class="empty">No component has data yet.</p>'
 
 
-def detractor_list(detractors: list[dict[str, Any]]) -> str:
+def _signals_of(detractor: dict[str, Any]) -> list[str]:
+    """A detractor names one signal, or several for one target (`signals`)."""
+    many = detractor.get("signals")
+    if isinstance(many, list) and many:
+        return [str(s) for s in many]
+    return [str(detractor["signal"])]
+
+
+def detractor_list(detractors: list[dict[str, Any]], runbook_base: str, switches: Iterable[str]) -> str:
     if not detractors:
         return '<p class="empty">Nothing is pulling the score down.</p>'
-    items = "".join(
-        f'<li class="detractor" data-signal="{_esc(d["signal"])}" data-target="{_esc(d["target"])}">'
-        f'<span class="sentence">{_esc(d["sentence"])}</span><br>'
-        f'<span class="hint">{_esc(d["hint"])}</span></li>'
-        for d in detractors)
-    return f'<ol id="detractor-list">{items}</ol>'
+    switches = set(switches)
+    items = []
+    for d in detractors:
+        signals = _signals_of(d)
+        alerts = dict.fromkeys(runbook_for(s, str(d["target"]), switches) for s in signals)
+        links = " ".join(f'<a class="runbook" data-alert="{_esc(a)}" '
+                         f'href="{_esc(runbook_url(runbook_base, a))}">runbook: {_esc(a)}</a>'
+                         for a in alerts) if runbook_base else ""
+        items.append(f'<li class="detractor" data-signal="{_esc(",".join(signals))}" '
+                     f'data-target="{_esc(d["target"])}"><span class="sentence">{_esc(d["sentence"])}</span>'
+                     f'<br><span class="hint">{_esc(d["hint"])}</span> {links}</li>')
+    return f'<ol id="detractor-list">{"".join(items)}</ol>'
 
 
 def coverage_list(notes: list[dict[str, Any]]) -> str:
@@ -115,83 +137,7 @@ def coverage_list(notes: list[dict[str, Any]]) -> str:
             f'sources could not map is missing from it.</p><ul id="coverage-notes">{items}</ul>')
 
 
-def source_table(sources: list[dict[str, Any]], now: float) -> str:
-    rows = []
-    for st in sources:
-        age = f"{now - st['last_success']:.0f}s ago" if st["last_success"] else "never"
-        state = "up" if st["up"] else "down"
-        rows.append(f'<tr class="source {state}" data-source="{_esc(st["source"])}" '
-                    f'data-target="{_esc(st["target"])}">'
-                    f'<td>{_esc(st["source"])}</td><td>{_esc(st["target"])}</td>'
-                    f'<td class="state">{state}</td>'
-                    f'<td>{_esc(st["reason"])}</td><td>{_esc(st["message"])}</td><td>{age}</td></tr>')
-    body = "".join(rows) or '<tr><td colspan="6">no sources running</td></tr>'
-    return ('<table id="sources"><tr><th>source</th><th>target</th><th>state</th><th>reason</th>'
-            f'<th>last error / detail</th><th>last success</th></tr>{body}</table>')
-
-
-# Served at STYLESHEET, not inlined: the Content-Security-Policy allows same-origin styles only.
-STYLESHEET = "/static/health.css"
-STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5em 2em;color:#212121}
-h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.1em;margin:1.4em 0 .5em}
-.top{display:flex;gap:2.5em;align-items:center;flex-wrap:wrap}
-.meta{color:#616161;font-size:.9em}
-.component{display:flex;gap:.8em;align-items:center;margin:.3em 0}
-.cname{width:6.5em}.cscore{width:2.5em;text-align:right;font-weight:bold}.ccov,.capped{color:#757575;font-size:.85em}
-.capped{color:#c62828}
-#capped{max-width:230px;font-size:.9em;color:#c62828;margin:.3em 0}
-.detractor{margin:.4em 0}.hint{color:#616161;font-size:.9em}
-table{border-collapse:collapse;font-size:.9em}\
-td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #eeeeee}
-tr.down td.state{color:#c62828;font-weight:bold}tr.up td.state{color:#2e7d32}
-a{color:#1565c0}
-"""
-
-
-def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]],
-           span: float, hostname: str, role: str, links: Sequence[tuple[str, str]] = ()) -> str:
-    now = time.time()
-    score, status = report["score"], report["status"]
-    capped = ""
-    if report["capped_by"]:
-        capped = (f'<p id="capped">Capped at {report["cap"]:g} while critical signals fire: '
-                  f'{_esc(", ".join(report["capped_by"]))}</p>')
-    extra_links = "".join(f' · <a href="{_esc(href)}">{_esc(text)}</a>' for href, text in links)
-    serving = ""
-    if report["serving"]:
-        rows = "".join(
-            f'<tr><td>{_esc(ep)}</td>'
-            + "".join(f'<td>{_q(lat["ttft_seconds"].get(p))}</td>' for p in ("p50", "p95", "p99"))
-            + "".join(f'<td>{_q(lat["itl_seconds"].get(p))}</td>' for p in ("p50", "p95", "p99"))
-            + f'<td>{_rps(lat["requests_per_second"])}</td></tr>'
-            for ep, lat in report["serving"].items())
-        serving = ('<h2>Serving latency</h2><table id="serving"><tr><th>endpoint</th><th>TTFT p50</th>'
-                   '<th>p95</th><th>p99</th><th>ITL p50</th><th>p95</th><th>p99</th><th>req/s</th></tr>'
-                   f'{rows}</table>')
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
-<title>infrapulse {_fmt(score)} {_esc(status)} – {_esc(hostname)}</title>
-<link rel="stylesheet" href="{STYLESHEET}"></head>
-<body>
-<h1>infrapulse health – {_esc(hostname)}</h1>
-<p class="meta">role {_esc(role)} · version {_esc(__version__)} · \
-coverage <span id="coverage">{report["coverage"] * 100:.0f}%</span>
-· window {report["window_seconds"]:g}s · <a href="/api/v1/health">/api/v1/health</a> · \
-<a href="/metrics">/metrics</a>
-· <a href="/api/v1/sources">/api/v1/sources</a>{extra_links}</p>
-<div class="top">
-<div><div id="score" data-score="{_fmt(score)}" data-status="{_esc(status)}">\
-{gauge_svg(score, status)}</div>{capped}</div>
-<div><h2>Components</h2><div id="components">{component_bars(report["components"])}</div></div>
-</div>
-<h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span)}
-<h2>Top detractors</h2><div id="detractors">{detractor_list(report["detractors"])}</div>
-{serving}
-{coverage_list(report.get("coverage_notes", []))}
-<h2>Sources</h2>{source_table(sources, now)}
-</body></html>"""
-
+# -- serving ---------------------------------------------------------------------------------------
 
 def _q(seconds: float | None) -> str:
     if seconds is None:
@@ -201,3 +147,210 @@ def _q(seconds: float | None) -> str:
 
 def _rps(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
+
+
+def slo_class(value: float | None, good: float | None, bad: float | None) -> str:
+    """ok within the objective, warn past it, bad at or past the bad threshold."""
+    if value is None or good is None or bad is None:
+        return ""
+    return "slo-ok" if value <= good else "slo-bad" if value >= bad else "slo-warn"
+
+
+def missing_reason(engine: str, quantity: str, latency: dict[str, Any]) -> str:
+    if (engine, quantity) in NOT_EXPORTED:
+        return NOT_EXPORTED[(engine, quantity)]
+    if not latency.get("requests_per_second"):
+        return "no request finished in the window"
+    return "no observation of it in the window"
+
+
+def _thresholds(report: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
+    out: dict[str, tuple[float | None, float | None]] = {}
+    for comp in report.get("components", []):
+        for sig in comp.get("signals", []):
+            if sig.get("name") in ("ttft_p95", "itl_p95"):
+                out[sig["name"][:4].rstrip("_")] = (sig.get("good"), sig.get("bad"))
+    return out
+
+
+def serving_table(report: dict[str, Any]) -> str:
+    if not report.get("serving"):
+        return ""
+    limits = _thresholds(report)
+    notes: list[str] = []
+    rows = []
+    for endpoint, lat in report["serving"].items():
+        engine = str(lat.get("engine", ""))
+        cells = []
+        for quantity, key in (("ttft", "ttft_seconds"), ("itl", "itl_seconds")):
+            good, bad = limits.get(quantity, (None, None))
+            values = lat.get(key) or {}
+            note = ""
+            if any(values.get(p) is None for p in ("p50", "p95", "p99")):
+                why = missing_reason(engine, quantity, lat)
+                notes.append(f'<li data-endpoint="{_esc(endpoint)}" data-quantity="{quantity}">'
+                             f'{_esc(endpoint)} {quantity.upper()}: {_esc(why)}</li>')
+                note = f"<sup>{len(notes)}</sup>"
+            for p in ("p50", "p95", "p99"):
+                value = values.get(p)
+                if value is None:
+                    cells.append(f'<td class="na" data-q="{quantity}-{p}">–{note}</td>')
+                    continue
+                klass = slo_class(value, good, bad) if p == "p95" else ""
+                title = f' title="SLO {_q(good)}, bad at {_q(bad)}"' if klass else ""
+                cells.append(f'<td class="{klass}" data-q="{quantity}-{p}"{title}>{_q(value)}</td>')
+        rows.append(f'<tr class="endpoint" data-endpoint="{_esc(endpoint)}"><td>{_esc(endpoint)}</td>'
+                    f'<td>{_esc(engine)}</td>{"".join(cells)}<td>{_rps(lat.get("requests_per_second"))}</td></tr>')
+    ttft, itl = limits.get("ttft", (None, None)), limits.get("itl", (None, None))
+    slo = (f'<p class="hint">p95 coloured against the SLOs: TTFT {_q(ttft[0])} (bad at {_q(ttft[1])}), '
+           f'ITL {_q(itl[0])} (bad at {_q(itl[1])}).</p>') if ttft[0] is not None else ""
+    footnotes = f'<ol class="footnotes" id="serving-notes">{"".join(notes)}</ol>' * bool(notes)
+    return ('<h2>Serving latency</h2><table id="serving"><tr><th>endpoint</th><th>engine</th>'
+            '<th>TTFT p50</th><th>p95</th><th>p99</th><th>ITL p50</th><th>p95</th><th>p99</th>'
+            '<th>req/s</th></tr>'
+            f'{"".join(rows)}</table>{slo}{footnotes}')
+
+
+# -- inventory -------------------------------------------------------------------------------------
+
+def _gpu_row(g: dict[str, Any]) -> str:
+    healthy = g["healthy"]
+    state = "healthy" if healthy else "LOST" if healthy is False else "–"
+    return (f'<tr class="gpu" data-gpu="{_esc(g["gpu"])}"><td>{_esc(g["gpu"])}</td><td>{_esc(g["name"])}</td>'
+            f'<td>{_esc(g["uuid"])}</td><td>{_esc(g["pci_bus_id"])}</td>'
+            f'<td class="{"down" if healthy is False else "up"}">{state}</td>'
+            f'<td>{_esc(g.get("mig_instances", ""))}</td></tr>')
+
+
+def _port_row(p: dict[str, Any]) -> str:
+    link = "RoCE" if p["link_layer"] == "Ethernet" else p["link_layer"]
+    rate = "–" if p["rate_gbps"] is None else f'{p["rate_gbps"]:g} Gb/s'
+    state_class = "up" if p["state"] == "ACTIVE" else "down"
+    return (f'<tr class="rdma-port" data-device="{_esc(p["device"])}" data-port="{_esc(p["port"])}">'
+            f'<td>{_esc(p["device"])}</td><td>{_esc(p["port"])}</td><td>{_esc(link)}</td>'
+            f'<td>{_esc(p["netdev"] or "–")}</td><td class="{state_class}">{_esc(p["state"] or "–")}</td>'
+            f'<td>{rate}</td><td>{_esc(p["hca_type"])}</td><td>{_esc(p["firmware_version"])}</td></tr>')
+
+
+def inventory_tables(inv: dict[str, list[dict[str, Any]]] | None) -> str:
+    """The GPUs, RDMA ports and interfaces this instance reads (`infrapulse.inventory`)."""
+    if inv is None:
+        return ""
+    gpus, ports, nics = inv.get("gpus", []), inv.get("rdma_ports", []), inv.get("interfaces", [])
+    if not (gpus or ports or nics):
+        return '<h2>Hardware</h2><p class="empty" id="inventory-empty">No GPU or NIC seen yet.</p>'
+    out = ["<h2>Hardware</h2>"]
+    if gpus:
+        out.append(f'<h3>GPUs ({len(gpus)})</h3><table id="gpus"><tr><th>GPU</th><th>model</th><th>UUID</th>'
+                   '<th>PCI bus</th><th>state</th><th>MIG instances</th></tr>'
+                   f'{"".join(map(_gpu_row, gpus))}</table>')
+    if ports:
+        out.append(f'<h3>RDMA ports ({len(ports)})</h3><table id="rdma-ports"><tr><th>device</th>'
+                   '<th>port</th><th>link</th><th>netdev</th><th>state</th><th>rate</th><th>HCA</th><th>firmware</th></tr>'
+                   f'{"".join(map(_port_row, ports))}</table>')
+    if nics:
+        behind = {p["netdev"]: f'{p["device"]} port {p["port"]}' for p in ports if p["netdev"]}
+        rows = "".join(
+            f'<tr class="nic" data-interface="{_esc(n["interface"])}"><td>{_esc(n["interface"])}</td>'
+            f'<td>{n["driver_stats"]}</td><td>{_esc(behind.get(n["interface"], "–"))}</td></tr>'
+            for n in nics)
+        out.append(f'<h3>Network interfaces read by ethtool ({len(nics)})</h3><table id="interfaces"><tr>'
+                   f'<th>interface</th><th>driver statistics</th><th>RDMA port</th></tr>{rows}</table>')
+    return "".join(out)
+
+
+# -- sources ---------------------------------------------------------------------------------------
+
+def _detail(st: dict[str, Any]) -> str:
+    """The message and skipped items of a source; folded when long so the table stays readable."""
+    skipped = [str(s) for s in st.get("skipped") or []]
+    # A partial source's message is its first skipped items joined: list them one by one instead.
+    items = skipped if st["up"] and skipped else [str(st["message"])] if st["message"] else []
+    if not items:
+        return ""
+    if len(items) == 1 and len(items[0]) <= DETAIL_FOLD_CHARS:
+        return _esc(items[0])
+    first = items[0] if len(items[0]) <= DETAIL_FOLD_CHARS else items[0][:DETAIL_FOLD_CHARS].rstrip() + "…"
+    more = f" (+{len(items) - 1} more)" if len(items) > 1 else ""
+    body = "".join(f"<li>{_esc(i)}</li>" for i in items)
+    return f'<details class="fold"><summary>{_esc(first)}{more}</summary><ul>{body}</ul></details>'
+
+
+def source_table(sources: list[dict[str, Any]], now: float) -> str:
+    rows = []
+    for st in sources:
+        age = f"{now - st['last_success']:.0f}s ago" if st["last_success"] else "never"
+        state = "up" if st["up"] else "down"
+        rows.append(f'<tr class="source {state}" data-source="{_esc(st["source"])}" '
+                    f'data-target="{_esc(st["target"])}"><td>{_esc(st["source"])}</td>'
+                    f'<td>{_esc(st["target"])}</td><td class="state">{state}</td>'
+                    f'<td>{_esc(st["reason"])}</td><td class="detail">{_detail(st)}</td><td>{age}</td></tr>')
+    body = "".join(rows) or '<tr><td colspan="6">no sources running</td></tr>'
+    return ('<table id="sources"><tr><th>source</th><th>target</th><th>state</th><th>reason</th>'
+            f'<th>last error / detail</th><th>last success</th></tr>{body}</table>')
+
+
+# -- demo scenarios --------------------------------------------------------------------------------
+
+def scenario_toggles(board: dict[str, Any] | None) -> str:
+    """Buttons that switch the demo's scenarios (only the demo daemon passes a board)."""
+    if board is None:
+        return ""
+    active = set(board.get("active", []))
+    items = "".join(
+        f'<li><button type="button" class="scenario{" on" if name in active else ""}" '
+        f'data-scenario="{_esc(name)}" '
+        f'data-active="{"true" if name in active else "false"}">{"stop" if name in active else "start"} '
+        f'{_esc(name)}</button> <span class="hint">{_esc(desc)}</span></li>'
+        for name, desc in sorted(board.get("known", {}).items()))
+    return ('<h2>Demo scenarios</h2><p class="hint">This daemon runs on simulated hardware (infrapulse '
+            f'demo): start an anomaly and watch the score, the detractors and the alerts follow.</p>'
+            f'<ul id="scenarios">{items}</ul><script src="{SCRIPT}" defer></script>')
+
+
+def updated_at(timestamp: float) -> str:
+    moment = datetime.datetime.fromtimestamp(timestamp).astimezone()
+    return (f'<time id="updated" datetime="{moment.isoformat(timespec="seconds")}">'
+            f'{moment.strftime("%Y-%m-%d %H:%M:%S %Z")}</time>')
+
+
+def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]],
+           span: float, hostname: str, role: str, links: Sequence[tuple[str, str]] = (), *,
+           bands: dict[str, float] | None = None, inventory: dict[str, list[dict[str, Any]]] | None = None,
+           scenarios: Callable[[], dict[str, Any]] | dict[str, Any] | None = None, runbook_base: str = "",
+           now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    bands = bands or DEFAULT_BANDS
+    score, status = report["score"], report["status"]
+    capped = ""
+    if report["capped_by"]:
+        capped = (f'<p id="capped">Capped at {report["cap"]:g} while critical signals fire: '
+                  f'{_esc(", ".join(report["capped_by"]))}</p>')
+    extra_links = "".join(f' · <a href="{_esc(href)}">{_esc(text)}</a>' for href, text in links)
+    switches = {s["target"] for s in sources if s["source"] == "gnmi"}
+    board = scenarios() if callable(scenarios) else scenarios
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="10">
+<title>infrapulse {_fmt(score)} {_esc(status)} – {_esc(hostname)}</title>
+<link rel="stylesheet" href="{STYLESHEET}"></head>
+<body>
+<h1>infrapulse health – {_esc(hostname)}</h1>
+<p class="meta">updated {updated_at(report.get("timestamp") or now)} · role {_esc(role)}
+· version {_esc(__version__)}
+· coverage <span id="coverage">{report["coverage"] * 100:.0f}%</span> · window {report["window_seconds"]:g}s
+· <a href="/api/v1/health">/api/v1/health</a> · <a href="/metrics">/metrics</a>
+· <a href="/api/v1/sources">/api/v1/sources</a>{extra_links}</p>
+<div class="top">
+<div><div id="score" data-score="{_fmt(score)}" data-status="{_esc(status)}">{gauge_svg(score, status)}</div>
+{capped}</div>
+<div><h2>Components</h2><div id="components">{component_bars(report["components"], bands)}</div></div>
+</div>
+<h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span, bands)}
+<h2>Top detractors</h2>
+<div id="detractors">{detractor_list(report["detractors"], runbook_base, switches)}</div>
+{serving_table(report)}
+{coverage_list(report.get("coverage_notes", []))}
+{scenario_toggles(board)}
+{inventory_tables(inventory)}
+<h2>Sources</h2>{source_table(sources, now)}
+</body></html>"""

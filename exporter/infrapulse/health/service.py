@@ -17,7 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..http import LINKS_KEY, STATE_KEY, sources_status
+from ..http import (
+    CSP_KEY,
+    LINKS_KEY,
+    SCENARIOS_KEY,
+    STATE_KEY,
+    content_security_policy,
+    sources_status,
+    with_own_scripts,
+)
+from ..inventory import inventory
 from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
@@ -167,16 +176,25 @@ class HealthService:
             role_name = state.role if state is not None else ""
             stored = request.app.get(LINKS_KEY)
             links: list[tuple[str, str]] = list(stored) if stored else []
+            board = request.app.get(SCENARIOS_KEY)  # the demo's scenario toggles
             text = page.render(body, body["sources"], list(self.history), self.config["history"],
-                               self.hostname, role_name, links)
-            return web.Response(text=text, content_type="text/html")
+                               self.hostname, role_name, links, bands=self.config["status_thresholds"],
+                               inventory=inventory(self.store), scenarios=board,  # type: ignore[arg-type]
+                               runbook_base=self.config["runbook_base_url"])
+            headers = {}
+            if board is not None:  # the toggles' script: same-origin scripts on this page only
+                headers["Content-Security-Policy"] = with_own_scripts(
+                    request.app.get(CSP_KEY) or content_security_policy())
+            return web.Response(text=text, content_type="text/html", headers=headers)
 
-        async def stylesheet(request: web.Request) -> web.Response:
-            return web.Response(text=page.STYLE, content_type="text/css")
+        async def static(request: web.Request) -> web.Response:
+            text, content_type = page.static_file(request.path)
+            return web.Response(text=text, content_type=content_type)
 
         app.router.add_get("/api/v1/health", health)
         app.router.add_get("/", status_page)
-        app.router.add_get(page.STYLESHEET, stylesheet)
+        for path in page.STATIC:
+            app.router.add_get(path, static)
 
 
 def attach(daemon: Daemon) -> HealthService | None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from aiohttp import web
 
 from .. import config as config_mod
-from ..http import JsonField, json_error, read_json_object
+from ..http import SCENARIOS_KEY, JsonField, json_error, read_json_object
 from ..schema import parse_duration
 from .scenarios import ScenarioBoard
 
@@ -180,6 +180,8 @@ def scenario_routes(board: ScenarioBoard) -> Callable[[web.Application], None]:
         return web.json_response({"active": board.names()})
 
     def extend(app: web.Application) -> None:
+        # The status page shows a toggle per scenario (demo daemon only).
+        app[SCENARIOS_KEY] = lambda: {"active": board.names(), "known": known_scenarios()}
         app.router.add_get("/api/v1/scenarios", list_scenarios)
         app.router.add_post("/api/v1/scenarios", set_scenario)
 

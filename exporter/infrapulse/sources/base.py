@@ -69,6 +69,12 @@ class Source:
         enabled = config["enabled"]
         return enabled is True or enabled == "auto"
 
+    @classmethod
+    def unavailable(cls, config: dict[str, Any]) -> str:
+        """Why a wanted source cannot collect on this host ("" when nothing is known against it),
+        so `check-config` and `doctor` never claim a source runs where it would not."""
+        return ""
+
     async def run(self) -> None:
         raise NotImplementedError
 

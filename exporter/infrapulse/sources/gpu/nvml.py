@@ -71,6 +71,19 @@ class NvmlSource(PollingSource):
         # Claimed before any source polls, so dcgm never exports what nvml is about to.
         gpu_families.ownership(self.store).nvml_running = True
 
+    @classmethod
+    def unavailable(cls, config: dict[str, Any]) -> str:
+        if config["fake"]:
+            return ""  # the daemon's CLI injects the fake
+        api = RealNvml()
+        try:
+            api.init()
+        except InitError as exc:
+            off = "; enabled: auto leaves the source off" if config["enabled"] == "auto" else ""
+            return f"NVML does not load here ({exc.message}){off}"
+        api.shutdown()
+        return ""
+
     def _make_api(self) -> NvmlApi:
         if self.config["fake"]:
             # The fake lives in simulate/; the CLI or the demo injects its opener (OPEN_FAKE_KEY).

@@ -192,6 +192,13 @@ def passthrough_series(families: dict[str, MetricFamily], endpoint: str, snapsho
     return skipped
 
 
+# Why `history` stays accepted but warns: it used to bound the TTFT/ITL readings, and a
+# health.window longer than it was a silent misconfiguration. The health service now keeps
+# exactly the readings its window needs, so the key has no effect at all and can go.
+HISTORY_DEPRECATED = ("deprecated and ignored: the health service keeps the TTFT/ITL readings its "
+                      "health.window needs; remove the key")
+
+
 class ServingSource(Source):
     name: ClassVar[str] = "serving"
     CONFIG: ClassVar[Section] = Section(
@@ -203,7 +210,8 @@ class ServingSource(Source):
                             default=True),
             "endpoints": ListOf("Serving endpoints to scrape.", item=ENDPOINT, default=[]),
             "history": Duration("Ignored, accepted so existing configs still load: the health service keeps "
-                                "the TTFT/ITL readings its own health.window needs.", default="10m", min=10),
+                                "the TTFT/ITL readings its own health.window needs.", default="10m", min=10,
+                                deprecated=HISTORY_DEPRECATED),
         },
     )
 

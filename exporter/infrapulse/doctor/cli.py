@@ -1,0 +1,101 @@
+"""`infrapulse doctor FILE`: everything `check-config` checks, then this host against the config.
+
+Exit codes: 0 every check passed (warnings allowed), 1 a check failed, 2 the config (or the
+web config) is invalid — the same 2 as check-config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from .. import webconfig
+from ..config import ConfigError, load_file
+from ..schema import format_duration
+from ..sources import registry
+from ..sources.gnmi.config import TargetsFileError, read_targets_file
+from .files import check_files
+from .probes import probe_all
+from .report import FAIL, OK, WARN, Check, summary, table
+
+OptionsFor = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+               options_for: OptionsFor) -> None:
+    parser = subparsers.add_parser(
+        "doctor", help="check a config and this host: files, NVML, RDMA devices, switches, engines",
+        description="Validate a config file like check-config, then check this host against it: every "
+                    "file and environment variable it names, NVML, RDMA devices and netdevs, ethtool "
+                    "statistics, each gNMI target's Capabilities against its profile, each serving "
+                    "endpoint and its engine. Exit 0 if all pass, 1 on a problem, 2 on an invalid config.")
+    parser.add_argument("file", metavar="FILE", help="the YAML config the daemon will run with")
+    parser.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                        help="also check the web config (TLS and basic auth) the daemon will serve with")
+    parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    parser.set_defaults(func=lambda args: cmd_doctor(args, options_for))
+
+
+def config_checks(path: str) -> tuple[dict[str, Any] | None, list[Check]]:
+    warnings: list[str] = []
+    try:
+        cfg = load_file(path, warnings)
+    except ConfigError as exc:
+        return None, [Check("config", f"{key or path}", FAIL, reason) for key, reason in exc.errors]
+    interval = format_duration(cfg["interval"])
+    checks = [Check("config", path, OK, f"valid: listen {cfg['listen']}, interval {interval}")]
+    checks += [Check("config", w.split(": ", 2)[1], WARN, w.split(": ", 2)[2]) for w in warnings]
+    return cfg, checks
+
+
+def web_config_checks(path: str) -> list[Check]:
+    """The web config loaded as the daemon loads it (certificates and key included)."""
+    try:
+        web = webconfig.load(path)
+    except (webconfig.WebConfigError, ValueError) as exc:
+        return [Check("web config", path, FAIL, str(exc))]
+    tls = "TLS" if web.tls else "plain HTTP"
+    return [Check("web config", path, OK, f"valid: {tls}, {len(web.users)} basic-auth user(s)")]
+
+
+def _file_scopes(cfg: dict[str, Any], wanted: set[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Targets of a gNMI targets_file carry their own TLS and credential files."""
+    gnmi = cfg["sources"]["gnmi"]
+    if "gnmi" not in wanted or not gnmi["targets_file"]:
+        return []
+    try:
+        targets = read_targets_file(gnmi["targets_file"])
+    except TargetsFileError:
+        return []  # the gnmi probe reports it
+    return [(f"{gnmi['targets_file']}: targets[{i}]", t) for i, t in enumerate(targets)]
+
+
+async def run_checks(path: str, options_for: OptionsFor, web_config: str | None = None,
+                     hostname: str | None = None) -> tuple[int, list[Check]]:
+    cfg, checks = config_checks(path)
+    if web_config:
+        checks += web_config_checks(web_config)
+    if cfg is None or any(c.result == FAIL for c in checks):
+        return 2, checks
+    wanted = {name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])}
+    checks += check_files(cfg, wanted, _file_scopes(cfg, wanted))
+    checks += await probe_all(cfg, options_for(cfg), hostname or cfg["hostname"] or socket.gethostname())
+    return (1 if any(c.result == FAIL for c in checks) else 0), checks
+
+
+def cmd_doctor(args: argparse.Namespace, options_for: OptionsFor) -> int:
+    # The probes run the sources' own code, which logs what a daemon would; the table says it.
+    logging.getLogger("infrapulse").addHandler(logging.NullHandler())
+    code, checks = asyncio.run(run_checks(args.file, options_for, args.web_config_file))
+    if args.json:
+        print(json.dumps({"checks": [c.as_json() for c in checks], "exit_code": code}, indent=2))
+    else:
+        print(table(checks))
+        print()
+        print(summary(checks))
+    return code
