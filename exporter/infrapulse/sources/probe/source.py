@@ -173,7 +173,7 @@ class ProbeSource(Source):
         changes = versions.changed(before, current)
         if not changes:
             return
-        self.log.info("versions changed; probing soon", extra={"changes": versions.describe(changes)})
+        self.log.info("versions changed; probing soon", extra={"changes": fam.describe_change(changes)})
         self.note_changes(changes, now)
         pending = self.state["pending_change"] or {"changes": {}, "due": 0.0}
         for component, (old, new) in changes.items():

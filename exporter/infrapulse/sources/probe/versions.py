@@ -14,9 +14,6 @@ import os
 import re
 from pathlib import Path
 
-# How sentences name a component: "since fw 28.39.1002 -> 28.41.1000".
-SHORT_NAMES = {"nic_firmware": "fw", "nic_driver": "NIC driver", "gpu_driver": "GPU driver",
-               "kernel": "kernel", "nccl": "NCCL"}
 _LIB_VERSION = re.compile(r"\.so\.(\d+(?:\.\d+)+)$")
 
 
@@ -85,9 +82,3 @@ def changed(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[st
             old, new = ",".join(sorted(old_set - new_set)), ",".join(sorted(new_set - old_set))
         out[k] = (old, new)
     return out
-
-
-def describe(changes: dict[str, tuple[str, str]]) -> str:
-    """"fw 28.39.1002 → 28.41.1000, NCCL 2.21.5 → 2.23.4"."""
-    return ", ".join(f"{SHORT_NAMES.get(k, k)} {b or 'none'} → {a or 'none'}" for k, (b,
-                                                                                      a) in changes.items())
