@@ -84,6 +84,11 @@ class ProbeSource(Source):
             self.state["versions"] = self.read_versions()
         if self.state["next_run"] <= 0:
             self.state["next_run"] = now + self.config["change_delay"]
+        if self.config["inbox"]["dir"]:
+            try:  # created by the daemon's user, so jobs running as that user can write into it
+                Path(self.config["inbox"]["dir"]).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self.log.warning("cannot create the inbox directory", extra={"error": str(exc)})
         self._dirty = True
 
     async def close(self) -> None:
