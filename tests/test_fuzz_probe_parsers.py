@@ -108,7 +108,7 @@ def test_nccl_rows_read_back_what_was_printed(rows, mpi_tag: bool) -> None:
     result = nccl.parse_text("\n".join(lines) + "\n")
     assert result.skipped_lines == 0 and len(result.rows) == len(printed)
     for row, (size, count, root, halves) in zip(result.rows, printed):
-        assert (row.size, row.count, row.root) == (size, count, root)
+        assert (row.size, row.elements, row.root) == (size, count, root)
         for got, (t, alg, bus, wrong) in zip((row.out_of_place, row.in_place), halves):
             assert got is not None
             assert _close(got.time_us, t) and _close(got.algbw_gbps, alg) and _close(got.busbw_gbps, bus)

@@ -28,7 +28,7 @@ def test_nccl_2node_h100_table_with_root_and_wrong_columns():
     assert r.collective == "all_reduce"
     assert len(r.rows) == 31
     first, last = r.rows[0], r.rows[-1]
-    assert (first.size, first.count, first.dtype, first.redop, first.root) == (8, 2, "float", "sum", -1)
+    assert (first.size, first.elements, first.dtype, first.redop, first.root) == (8, 2, "float", "sum", -1)
     assert first.out_of_place is not None and first.in_place is not None
     assert (first.out_of_place.time_us, first.out_of_place.busbw_gbps, first.out_of_place.wrong) == \
         (135.8, 0.0, 0.0)
@@ -48,7 +48,7 @@ def test_nccl_old_table_without_root_with_error_column_and_c0():
     r = nccl.parse(text("nccl-tests-allreduce-old-noroot-c0-superbench.txt"), "all_reduce")
     assert len(r.rows) == 34  # two 0-byte rows, 4 B .. 8 GiB; the NCCL INFO line is not a row
     zero = r.rows[0]
-    assert (zero.size, zero.count, zero.root, zero.redop) == (0, 0, None, "sum")
+    assert (zero.size, zero.elements, zero.root, zero.redop) == (0, 0, None, "sum")
     assert zero.out_of_place is not None and zero.out_of_place.time_us == 35.20
     assert zero.out_of_place.wrong is None and zero.out_of_place.max_error is None  # N/A
     row_4m = next(row for row in r.rows if row.size == 4194304)
@@ -232,7 +232,7 @@ def test_nccl_json_v3():
     r = nccl.parse(json.dumps(_json_doc()))
     assert r.collective == "all_reduce" and r.nccl_version == "2.29.7" and r.validation == 1
     (row,) = r.rows
-    assert (row.size, row.count, row.root) == (8, 2, -1)
+    assert (row.size, row.elements, row.root) == (8, 2, -1)
     assert row.out_of_place is not None and row.out_of_place.time_us == 17.25
     assert row.out_of_place.wrong == 0.0
     assert r.gpu_models == ("NVIDIA H100 80GB HBM3",) and r.out_of_bounds == 0

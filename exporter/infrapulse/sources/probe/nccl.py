@@ -44,7 +44,6 @@ _JSON_PATH = re.compile(r"^#\s*Writing JSON output to\s+(.+?)\s*$")
 _FAILURE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b|^#\s*error:")
 
 # The columns a row starts with, before the first time column, and the measurement columns.
-_PREAMBLE = ("size", "count", "type", "redop", "root")
 _TIME = ("time", "cputime")
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 # A table printed without its header (cut output): the 2022+ layout, or the older one.
@@ -72,6 +71,19 @@ def collective_of(program: str) -> str:
     return name
 
 
+class _Half:
+    """Offsets of one measurement's columns inside its group (-1: the version has no such column)."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.size = len(names)
+        self.time = 0
+        self.algbw = names.index("algbw") if "algbw" in names else -1
+        self.busbw = names.index("busbw") if "busbw" in names else -1
+        self.wrong = names.index("#wrong") if "#wrong" in names else -1
+        self.error = names.index("error") if "error" in names else -1
+        self.per_iter = [names.index(n) for n in _PER_ITER if n in names]
+
+
 class _Layout:
     """Where each value of a row sits, from the header line's column names."""
 
@@ -86,7 +98,13 @@ class _Layout:
             if name in _TIME:
                 self.groups.append([])
             self.groups[-1].append(name)
+        self.halves = [_Half(g) for g in self.groups]
         self.width = len(self.preamble) + sum(len(g) for g in self.groups) + (2 if self.timestamp else 0)
+        self.n_pre = len(self.preamble)
+        self.i_count = self.preamble.index("count") if "count" in self.preamble else -1
+        self.i_type = self.preamble.index("type") if "type" in self.preamble else -1
+        self.i_redop = self.preamble.index("redop") if "redop" in self.preamble else -1
+        self.i_root = self.preamble.index("root") if "root" in self.preamble else -1
 
     @staticmethod
     def from_header(line: str) -> _Layout | None:
@@ -96,52 +114,48 @@ class _Layout:
         return _Layout(names)
 
 
-def _number(token: str) -> float:
-    return float(token)  # nccl-tests prints %g and %f forms: 12646, 0.00, 1.2e+07, nan, inf
-
-
-def _measurement(names: list[str], tokens: list[str]) -> NcclMeasurement:
-    values: dict[str, str] = dict(zip(names, tokens))
-    time_token = values.get("time", values.get("cputime", ""))
+def _measurement(half: _Half, tokens: list[str], pos: int) -> NcclMeasurement:
     wrong = error = None
-    if "#wrong" in values and values["#wrong"] != "N/A":
-        wrong = _number(values["#wrong"])
-    if "error" in values and values["error"] != "N/A":
-        error = _number(values["error"])
-    per_iter = tuple(_number(values[n]) for n in _PER_ITER if n in values)
-    return NcclMeasurement(_number(time_token), _number(values["algbw"]), _number(values["busbw"]),
+    if half.wrong >= 0 and tokens[pos + half.wrong] != "N/A":
+        wrong = float(tokens[pos + half.wrong])  # %6g: a large count prints as 1e+06
+    if half.error >= 0 and tokens[pos + half.error] != "N/A":
+        error = float(tokens[pos + half.error])
+    per_iter = tuple(float(tokens[pos + i]) for i in half.per_iter)
+    # getFloatStr() prints %.2f, %.1f, %.0f or %.1e to fit: 12646, 0.00, 1.2e+07 all parse
+    return NcclMeasurement(float(tokens[pos]), float(tokens[pos + half.algbw]),
+                           float(tokens[pos + half.busbw]),
                            wrong, error, per_iter)
 
 
 def _row(tokens: list[str], layout: _Layout) -> NcclRow | None:
     """One table row, or None when its shape fits neither the full layout nor the trace-replay
     one (no out-of-place half)."""
-    n_pre = len(layout.preamble)
-    groups = layout.groups
+    n_pre = layout.n_pre
+    halves = layout.halves
     stamp = 2 if layout.timestamp else 0
-    if len(tokens) in (layout.width, layout.width - stamp):  # -S: a line may lack its timestamp
-        halves = groups
-    elif len(groups) == 2 and len(tokens) in (layout.width - len(groups[0]),
-                                              layout.width - len(groups[0]) - stamp):
-        halves = [groups[1]]  # trace replay: the out-of-place half is blank
+    n = len(tokens)
+    if n == layout.width or n == layout.width - stamp:  # -S: a line may lack its timestamp
+        used = halves
+    elif len(halves) == 2 and n in (layout.width - halves[0].size, layout.width - halves[0].size - stamp):
+        used = halves[1:]  # trace replay: the out-of-place half is blank
     else:
         return None
-    pre = dict(zip(layout.preamble, tokens[:n_pre]))
     try:
-        size, count = int(pre["size"]), int(pre["count"])
-        root = int(pre["root"]) if "root" in pre else None
+        size = int(tokens[0])
+        count = int(tokens[layout.i_count]) if layout.i_count >= 0 else 0
+        root = int(tokens[layout.i_root]) if layout.i_root >= 0 else None
         measured: list[NcclMeasurement] = []
         pos = n_pre
-        for names in halves:
-            measured.append(_measurement(names, tokens[pos: pos + len(names)]))
-            pos += len(names)
-    except (KeyError, ValueError):
+        for half in used:
+            measured.append(_measurement(half, tokens, pos))
+            pos += half.size
+    except (IndexError, ValueError):
         return None
+    dtype = tokens[layout.i_type] if layout.i_type >= 0 else ""
+    redop = tokens[layout.i_redop] if layout.i_redop >= 0 else ""
     if len(measured) == 2:
-        out_of_place, in_place = measured
-    else:
-        out_of_place, in_place = None, measured[0]
-    return NcclRow(size, count, pre.get("type", ""), pre.get("redop", ""), root, out_of_place, in_place)
+        return NcclRow(size, count, dtype, redop, root, measured[0], measured[1])
+    return NcclRow(size, count, dtype, redop, root, None, measured[0])
 
 
 def parse_text(text: str, collective: str = "") -> NcclResult:
@@ -164,20 +178,20 @@ def parse_text(text: str, collective: str = "") -> NcclResult:
         stripped = line.strip()
         if not stripped:
             continue
-        if stripped[0] == "#":
+        first = stripped[0]
+        if first == "#":
             _comment(stripped, result, gpu_models, hosts)
             new = _Layout.from_header(stripped)
             if new is not None:
                 layout, seen_header = new, True
             continue
-        if _FAILURE.search(stripped):
-            result.errors.append(stripped)
+        tokens = stripped.split() if first.isdigit() else []
+        if not tokens or not tokens[0].isdigit():
+            # NCCL INFO/WARN lines, X11 noise, `[sudo]` prompts, "10:3442:3442 [0] NCCL INFO"
+            # (a numeric host name): not the table's, unless they report the run's failure
+            if _FAILURE.search(stripped):
+                result.errors.append(stripped)
             continue
-        if not stripped[0].isdigit():
-            continue  # NCCL INFO/WARN lines, X11 noise, `[sudo]` prompts: not the table's
-        tokens = stripped.split()
-        if not tokens[0].isdigit():
-            continue  # "10:3442:3442 [0] NCCL INFO ...": a numeric host name, not a size
         if layout is None:
             names = _DEFAULT_HEADERS.get(len(tokens))
             if names is None:
