@@ -103,8 +103,8 @@ RUNS = catalog.declare(
     ("probe", "result"), source=SOURCE)
 INGESTED = catalog.declare(
     "infrapulse_probe_ingested_files_total", catalog.COUNTER,
-    "Result files from the inbox directory by outcome: ok, unparsable, unreadable, too_large, "
-    "no_scope.", ("result",), source=SOURCE)
+    "Result files from the inbox directory by outcome: ok, failed, wrong_results, unparsable, "
+    "unreadable, too_large, no_scope.", ("result",), source=SOURCE)
 
 RESULTS = ("ok", "busy", "no_binary", "timeout", "failed", "wrong_results")
 # How sentences name a version component: "since fw 28.39.1002 → 28.41.1000".
