@@ -87,6 +87,23 @@ class FwUpgradeScenario:
             await asyncio.sleep(period)
 
 
+def drop_job_result(inbox: Path, state_file: Path) -> None:
+    """What a multi-node job would leave in the inbox: a 2-node, 16-GPU nccl-tests table (printed by
+    the fake with nccl-tests' formats) and its scope sidecar."""
+    import contextlib
+    import io
+
+    from .probe_fake import all_reduce_perf, load_state
+
+    state = {**load_state(), **json.loads(state_file.read_text()), "gpus": 16}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        all_reduce_perf(["-b", "8", "-e", "1G", "-f", "4", "-g", "16"], state)
+    name = "rack1-gpu-node-01-02__demo-job.txt"
+    (inbox / f"{name}.scope").write_text("scope: rack1-gpu-node-01-02\ntool: nccl\npath: fabric\n")
+    (inbox / name).write_text(out.getvalue())
+
+
 async def demo_part(ctx: DemoContext) -> DemoPart:
     from .demo import DemoPart
 
@@ -99,6 +116,7 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
     maintenance.write_text("the demo node serves simulated traffic; probes may run anyway\n")
     inbox = root / "inbox"
     inbox.mkdir(exist_ok=True)
+    drop_job_result(inbox, state_file)
     sysfs_root = ctx.workdir / "node-sysfs"  # written by the node simulator (simulate/node.py)
     scenario = FwUpgradeScenario(ctx.scenarios, state_file, sysfs_root)
     task = asyncio.create_task(scenario.run(), name="simulate:probe")
@@ -108,7 +126,7 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
         await asyncio.gather(task, return_exceptions=True)
 
     sources = {"probe": {
-        "enabled": True, "interval": "8s", "jitter": "1s", "check_interval": "1s", "change_delay": "1s",
+        "enabled": True, "interval": "6s", "jitter": "1s", "check_interval": "1s", "change_delay": "1s",
         "timeout": "60s", "max_age": "1h",
         "idle": {"gpu_processes": False, "maintenance_file": str(maintenance)},
         "baseline": {"runs": 5, "min_runs": BASELINE_ROUNDS},

@@ -71,8 +71,11 @@ def _changes(ctx: Context) -> dict[tuple[str, ...], str]:
     return {k: "since " + fam.describe_change(v) for k, v in by_key.items()}
 
 
-def _regression(metrics: tuple[str, ...], higher_is_better: bool) -> Callable[[Context], list[Measurement]]:
-    def measure(ctx: Context) -> list[Measurement]:
+def _regression(metrics: tuple[str, ...],
+                higher_is_better: bool) -> Callable[[Context], list[Measurement] | None]:
+    """No ratio at all (no baseline yet, or no such probe configured) does not apply: there is
+    nothing to compare with; InfrapulseProbeLastGoodRunTooOld covers "never measured"."""
+    def measure(ctx: Context) -> list[Measurement] | None:
         notes = _changes(ctx)
         out = []
         for s in ctx.readings.series(fam.BASELINE_RATIO.name):
@@ -84,7 +87,7 @@ def _regression(metrics: tuple[str, ...], higher_is_better: bool) -> Callable[[C
             worse = max(1.0 - ratio, 0.0) if higher_is_better else max(ratio - 1.0, 0.0)
             key = tuple(s.labels.get(k, "") for k in KEY)
             out.append(Measurement(target_name(s.labels), worse, notes.get(key, ""), labels=dict(s.labels)))
-        return out
+        return out or None
     return measure
 
 
