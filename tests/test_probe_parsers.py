@@ -74,6 +74,13 @@ def test_nccl_v218_under_mpirun_tag_output():
     assert not r.errors  # the Authorization lines on stderr are noise, not failures
 
 
+def test_nccl_under_srun_label_reads_like_the_plain_table():
+    plain = text("nccl-tests-allreduce-2node16gpu-h100-ztan.txt")
+    labelled = "".join(f"{i % 2}: {line}\n" for i, line in enumerate(plain.splitlines()))
+    assert nccl.parse(labelled).rows == nccl.parse(plain).rows
+    assert len(nccl.parse(labelled).rows) == 31
+
+
 def test_nccl_alltoall_in_place_wrong_is_na():
     r = nccl.parse(text("nccl-tests-alltoall-1gpu-inplaceNA-issue287.txt"))
     (row,) = r.rows
@@ -291,6 +298,13 @@ def test_perftest_write_bw_gbits_four_qps():
     (row,) = r.rows
     assert row.size == 65536 and row.bandwidth["average"] == pytest.approx(111.71 * GBIT)
     assert row.bandwidth["peak"] == pytest.approx(13.965e9) and row.msg_rate == pytest.approx(213070.0)
+
+
+def test_perftest_under_a_launcher_prefix():
+    plain = text("perftest-ib_read_lat-roce-cpufreq-spiderpool.txt")
+    for prefix in ("0: ", "[1,0]<stdout>:"):
+        (r,) = perftest.parse("".join(f"{prefix}{line}\n" for line in plain.splitlines()))
+        assert r.device == "mlx5_0" and r.rows[0].latency_us["p99"] == 7.38
 
 
 def test_perftest_write_lat_rdma_cm():

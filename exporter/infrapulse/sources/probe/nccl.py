@@ -16,7 +16,8 @@ starting: all_reduce_perf_mpi`, `#  Rank N [Group N] Pid ... on HOST device N [b
 `# Out of bounds values : N OK|FAILED`, `# Avg bus bandwidth : X` (an average over the swept
 sizes: reported, never compared), `Test NCCL failure file:line '...'` when a run aborts, and
 `# Writing JSON output to PATH` with -J. Under `mpirun --tag-output` every line carries a
-`[1,0]<stdout>:` prefix; NCCL INFO/WARN lines and other noise may sit inside the table.
+`[1,0]<stdout>:` prefix (`srun --label`: `0: `); NCCL INFO/WARN lines and other noise may
+sit inside the table.
 
 The JSON (`-J x.json`, nccl-tests 2.17.4+, format versions 1-3) is parsed from its known keys;
 its `env` list (the whole environment of the run) is dropped unread. No real JSON capture
@@ -32,7 +33,8 @@ from typing import Any
 
 from .results import NcclMeasurement, NcclResult, NcclRow, ProbeParseError
 
-_MPI_TAG = re.compile(r"^\[\d+,\d+\]<(stdout|stderr)>:")
+# `mpirun --tag-output` ("[1,0]<stdout>:") or `srun --label` ("0: ") in front of every line.
+_MPI_TAG = re.compile(r"^(?:\[\d+,\d+\]<(stdout|stderr)>:|\s*\d+: )")
 _RANK = re.compile(r"^#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
                    r"\[[^\]]*\]\s+(.*?)\s*$")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)(?:.*\bnccl-library=(\d+))?")
@@ -171,7 +173,7 @@ def parse_text(text: str, collective: str = "") -> NcclResult:
         tag = _MPI_TAG.match(line)
         if tag:
             line = line[tag.end():]
-            if tag.group(1) == "stderr":
+            if tag.group(1) == "stderr":  # srun --label does not tell stdout from stderr
                 if _FAILURE.search(line):
                     result.errors.append(line.strip())
                 continue

@@ -32,6 +32,8 @@ _VERB = {"Send": "send", "Send_imm": "send", "RDMA_Write": "write", "RDMA_Write_
 _DEVICE = re.compile(r"\bDevice\s*:\s*(\S+)")
 _LINK = re.compile(r"^Link type\s*:\s*(\S+)")
 _WAITING = re.compile(r"Waiting for client")
+# A launcher's prefix on every line: `srun --label` ("0: "), `mpirun --tag-output` ("[1,0]<stdout>:").
+_LAUNCHER = re.compile(r"^(?:\d+: |\[\d+,\d+\]<std(?:out|err)>:)")
 # Table columns in the order they may appear; 99.9% before 99% so the longer label wins.
 _COLUMN = re.compile(
     r"(?P<bytes>#bytes)|(?P<sl>#sl)|(?P<iterations>#iterations)"
@@ -93,6 +95,8 @@ def parse_text(text: str) -> list[PerftestResult]:
     server_next = False
     for raw in text.splitlines():
         line = raw.strip()
+        if line and (tag := _LAUNCHER.match(line)):
+            line = line[tag.end():].strip()
         if not line or line.startswith("---") or line.startswith("***"):
             continue
         if _WAITING.search(line):

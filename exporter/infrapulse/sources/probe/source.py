@@ -97,7 +97,7 @@ class ProbeSource(Source):
             await asyncio.gather(self.running, return_exceptions=True)
 
     async def tick(self, now: float) -> None:
-        self.accept_baseline(now)
+        self.accept_baseline()
         self.check_versions(now)
         self.ingest(now)
         if self.running is None and self.due(now) is not None:
@@ -202,7 +202,7 @@ class ProbeSource(Source):
             return float(self.state["next_run"])
         return None
 
-    def accept_baseline(self, now: float) -> None:
+    def accept_baseline(self) -> None:
         """An operator accepted the current performance: baselines start over from the next runs."""
         flag = self.dir / ACCEPT_FILE
         if flag.exists():
@@ -291,7 +291,10 @@ class ProbeSource(Source):
                 pending = {"changes": merged, "due": now}
         self.count(run.name, run.result, now)
         self.set_status(run.name, run.result, run.message, run.duration)
-        (self.dir / f"{run.name}.last-output.txt").write_text(run.output[-200_000:], encoding="utf-8")
+        try:  # for the operator: what the tool printed last time (never the JSON: it holds the env)
+            (self.dir / f"{run.name}.last-output.txt").write_text(run.output[-200_000:], encoding="utf-8")
+        except OSError as exc:
+            self.log.warning("cannot keep the probe's output", extra={"probe": run.name, "error": str(exc)})
         if run.result != "ok":
             self.log.warning("probe did not pass", extra={"probe": run.name, "result": run.result,
                                                           "detail": run.message})
