@@ -18,13 +18,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import baselines  # noqa: E402
 import correlation  # noqa: E402
 import fabric  # noqa: E402
 import gpu  # noqa: E402
 import overview  # noqa: E402
 import serving  # noqa: E402
 
-BOARDS = (overview, fabric, serving, gpu, correlation)
+BOARDS = (overview, fabric, serving, gpu, correlation, baselines)
 
 
 def render() -> dict[str, str]:

@@ -29,7 +29,7 @@ from dashboard_model import (
 )
 
 EXPECTED_UIDS = {"infrapulse-overview", "infrapulse-fabric", "infrapulse-serving", "infrapulse-gpu",
-                 "infrapulse-correlation"}
+                 "infrapulse-correlation", "infrapulse-baselines"}
 BOARDS = load_dashboards()
 ALL_QUERIES = [q for board in BOARDS.values() for q in queries(board)]
 

@@ -201,6 +201,33 @@ def _endpoint_down(f, x):
     f.gauge("serving", "infrapulse_llm_endpoint_up", EP[:2], 1 - x, "llama")
 
 
+PROBE_KEY = ("local", "intra_node", "all_reduce")
+
+
+def _probe_latency(f, x):
+    f.gauge("probe", "infrapulse_probe_baseline_ratio", PROBE_KEY + ("latency", "8"), 1 + x, "probe")
+    f.gauge("probe", "infrapulse_probe_baseline_ratio", PROBE_KEY + ("latency", "16"), 0.9, "probe")  # faster
+    f.gauge("probe", "infrapulse_probe_baseline_ratio", PROBE_KEY + ("busbw", "1073741824"), 0.2, "probe")
+
+
+def _probe_bandwidth(f, x):
+    f.gauge("probe", "infrapulse_probe_baseline_ratio", PROBE_KEY + ("busbw", "1073741824"), 1 - x, "probe")
+    f.gauge("probe", "infrapulse_probe_baseline_ratio", PROBE_KEY + ("latency", "8"), 3.0, "probe")
+
+
+def _probe_failed(f, x):
+    f.gauge("probe", "infrapulse_probe_last_result", ("nccl_latency", "failed"), x, "probe")
+    f.gauge("probe", "infrapulse_probe_last_result", ("nccl_latency", "ok"), 1 - x, "probe")
+    f.gauge("probe", "infrapulse_probe_last_result", ("ib_write_lat", "busy"), 1, "probe")  # not a failure
+
+
+def _probe_wrong(f, x):
+    f.gauge("probe", "infrapulse_probe_nccl_wrong_elements",
+            PROBE_KEY + ("float", "sum", "1024", "out_of_place"), 256 * x, "probe")
+    f.gauge("probe", "infrapulse_probe_nccl_wrong_elements",
+            PROBE_KEY + ("float", "sum", "2048", "in_place"), 0, "probe")
+
+
 def _uplink(base_builder):
     def build(f, x):
         base_builder(f, x)
@@ -249,6 +276,10 @@ CASES = [
     ("request_error_ratio", _req_errors, "endpoint llama"),
     ("preemption_rate", _preempt, "endpoint llama"),
     ("endpoint_down", _endpoint_down, "endpoint llama"),
+    ("probe_latency_regression", _probe_latency, "all_reduce 8 B latency"),
+    ("probe_bandwidth_regression", _probe_bandwidth, "all_reduce 1 GiB bus bandwidth"),
+    ("probe_failed", _probe_failed, "probe nccl_latency"),
+    ("probe_wrong_results", _probe_wrong, "all_reduce local"),
     ("uplink_ecn_marked_ratio", _uplink(_ecn), "leaf03 Ethernet12 queue 3"),
     ("uplink_pfc_pause_ratio", _uplink(_pfc_ratio), "leaf03 Ethernet12 priority 3 rx"),
     ("uplink_pfc_pause_frames_rate", _uplink(_pfc_frames), "leaf03 Ethernet12 priority 3 rx"),
@@ -266,8 +297,13 @@ PARAMS = [pytest.param(name, build, target, x, expected, id=f"{name}-{target}-{w
           for name, build, target in CASES for where, x, expected in _points(name)]
 
 
+# The latency mesh's families are declared by the mesh module; tests/test_health_probe.py runs these
+# two with the families declared (in a fresh interpreter) and without them.
+MESH_SIGNALS = {"mesh_loss", "mesh_rtt_p99"}
+
+
 def test_every_signal_has_a_case():
-    assert {name for name, _, _ in CASES} == set(SIGNALS)
+    assert {name for name, _, _ in CASES} | MESH_SIGNALS == set(SIGNALS)
 
 
 @pytest.mark.parametrize("name,build,target,x,expected", PARAMS)
@@ -294,10 +330,11 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 46
+    assert len(labels) == 50
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")
     assert labels["infrapulse_rdma_port_info"] == ("device", "port", "link_layer", "netdev")
     assert labels["infrapulse_nic_global_pause_duration_seconds_total"] == ("interface", "direction")
     assert labels["infrapulse_switch_lldp_neighbor_info"][:2] == ("switch", "interface")
     assert labels["infrapulse_gpu_xid_errors_total"] == ("gpu", "uuid", "xid")
     assert labels["infrapulse_llm_requests_total"][:4] == ("endpoint", "engine", "model", "outcome")
+    assert labels["infrapulse_probe_baseline_ratio"] == ("scope", "path", "test", "metric", "size")

@@ -109,6 +109,9 @@ def root_schema() -> Section:
                             "system name the switches see for this node. Default: the INFRAPULSE_HOSTNAME "
                             "environment variable, else the system host name (set INFRAPULSE_HOSTNAME from "
                             "spec.nodeName in a Kubernetes pod without hostNetwork).", default=""),
+            "state_dir": Str("Directory for what must survive restarts, reboots and upgrades (the probe "
+                             "baselines under probe/). Created when missing; systemd's StateDirectory= and "
+                             "the DaemonSet's hostPath provide it.", default="/var/lib/infrapulse"),
             "http": Section(doc="HTTP server limits.", fields={
                 "max_connections": Int("Open connections accepted at once. When all are taken, the oldest "
                                        "connection that has not sent a request yet is closed to admit a new "

@@ -158,11 +158,11 @@ class Daemon:
         return roles.pop() if roles else "node"
 
     def _source_key(self, name: str, config: dict) -> Any:
-        return (repr(config["sources"][name]), config["interval"])
+        return (repr(config["sources"][name]), config["interval"], config["state_dir"])
 
     def _start_sources(self, config: dict, only: set[str] | None = None) -> None:
         ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname,
-                            options=self.source_options)
+                            options=self.source_options, state_dir=config["state_dir"])
         for name, cls in source_registry().items():
             if only is not None and name not in only:
                 continue

@@ -28,7 +28,8 @@ from dashboard_model import ROOT, Query, load_dashboards, queries, variable_quer
 sys.path.insert(0, str(ROOT / "scripts"))
 from demo_stack import PROMETHEUS, Stack, http_get  # noqa: E402
 
-SCENARIOS = ("pfc-storm", "ecn-spike", "link-flap", "ttft-surge", "xid", "gpu-thermal")
+SCENARIOS = ("pfc-storm", "ecn-spike", "link-flap", "ttft-surge", "xid", "gpu-thermal",
+             "fw-upgrade-regression")
 DEADLINE_SECONDS = 45
 GRAFANA_INTERVALS = {"__rate_interval": "1m", "__interval": "15s", "__range": "1h"}
 

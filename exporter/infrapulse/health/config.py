@@ -12,8 +12,9 @@ from typing import Any
 from ..schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
 
 DEFAULT_RUNBOOK_BASE = "https://github.com/infrapulse/infrapulse/blob/main/docs/runbooks/"
-COMPONENTS = ("network", "rdma", "gpu", "serving", "topology")
-DEFAULT_COMPONENT_WEIGHTS = {"network": 0.3, "rdma": 0.15, "gpu": 0.25, "serving": 0.3, "topology": 0.1}
+COMPONENTS = ("network", "rdma", "gpu", "serving", "topology", "probe")
+DEFAULT_COMPONENT_WEIGHTS = {"network": 0.3, "rdma": 0.15, "gpu": 0.25, "serving": 0.3, "topology": 0.1,
+                             "probe": 0.15}
 
 
 def _signal_names() -> tuple[str, ...]:
@@ -136,8 +137,8 @@ CONFIG = Section(
         "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "
                                  "increases): an event keeps counting against the score this long.",
                                  default="5m", min=1),
-        "weights": MapOf("Relative weight of each component (network, rdma, gpu, serving, topology) in "
-                         "the overall score; renormalised over the components that have data.",
+        "weights": MapOf("Relative weight of each component (network, rdma, gpu, serving, topology, probe) "
+                         "in the overall score; renormalised over the components that have data.",
                          value=Float(min=0), default=dict(DEFAULT_COMPONENT_WEIGHTS)),
         "signal_weights": MapOf("Relative weight of a signal inside its component, overriding the "
                                 "default (0 disables the signal).", value=Float(min=0), default={}),

@@ -9,7 +9,7 @@ HEALTH_SCORE = catalog.declare(
     (), source="health")
 COMPONENT_SCORE = catalog.declare(
     "infrapulse_health_component_score", catalog.GAUGE,
-    "Score 0-100 of one component (network, rdma, gpu, serving, topology): its signals weighted, "
+    "Score 0-100 of one component (network, rdma, gpu, serving, topology, probe): its signals weighted, "
     "capped by its worst critical signal. Absent while the component has no data.",
     ("component",), source="health")
 SIGNAL_SCORE = catalog.declare(

@@ -46,6 +46,7 @@ class DemoPart:
     sources: dict  # merged into the daemon config's `sources:`
     close: Callable[[], Awaitable[None]]
     description: str = ""
+    settings: dict = field(default_factory=dict)  # top-level config keys (e.g. state_dir)
 
 
 def demo_modules() -> list:
@@ -90,11 +91,13 @@ async def close_parts(parts: list[DemoPart]) -> None:
 
 def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
     sources: dict = {}
+    settings: dict = {}
     for part in parts:
         sources.update(part.sources)
+        settings.update(part.settings)
     import yaml
 
-    text = yaml.safe_dump({"listen": listen, "interval": interval, "sources": sources})
+    text = yaml.safe_dump({**settings, "listen": listen, "interval": interval, "sources": sources})
     return config_mod.load_text(text, "<demo>")
 
 

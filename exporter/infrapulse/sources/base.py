@@ -38,6 +38,8 @@ class SourceContext:
     # What the CLI or the demo injects that a source must not import itself, by documented key
     # (e.g. "nvml.open_fake": the NVML fake behind `sources.nvml.fake`).
     options: dict[str, Any] = field(default_factory=dict)
+    # The daemon's `state_dir`: what a source must keep across restarts goes below it.
+    state_dir: str = ""
 
 
 @dataclass

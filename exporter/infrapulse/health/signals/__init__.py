@@ -1,6 +1,6 @@
 """Every health signal: what it reads, its formula, window, thresholds, weight and wording.
 
-One module per component (network, rdma, gpu, serving, topology), each with its measure
+One module per component (network, rdma, gpu, serving, probe, topology), each with its measure
 functions and its `SIGNALS` list; `base` holds what they share. `SIGNALS` here is all of them,
 in component order (topology last: it reuses the network measurements of the same pass).
 
@@ -19,8 +19,9 @@ from ...sources.gnmi import families as _gnmi_families  # noqa: F401
 from ...sources.gpu import families as _gpu_families  # noqa: F401
 from ...sources.nic import ethtool as _ethtool  # noqa: F401
 from ...sources.nic import infiniband as _infiniband  # noqa: F401
+from ...sources.probe import families as _probe_families  # noqa: F401
 from ...sources.serving import normalize as _serving_families  # noqa: F401
-from . import gpu, network, rdma, serving, topology
+from . import gpu, network, probe, rdma, serving, topology
 from .base import (
     COUNT,
     FACTOR,
@@ -36,7 +37,7 @@ from .base import (
 from .gpu import SPARSE_COUNTERS
 
 SIGNALS: dict[str, Signal] = {
-    s.name: s for module in (network, rdma, gpu, serving, topology) for s in module.SIGNALS
+    s.name: s for module in (network, rdma, gpu, serving, probe, topology) for s in module.SIGNALS
 }
 
 
