@@ -11,6 +11,7 @@ Imports: each subpackage may import `base`, the top-level plumbing (`schema`, `s
   gpu/      NVML (poller + XID watcher) and dcgm-exporter ingestion, sharing one family set
   gnmi/     switch telemetry over gNMI streams, vendor profiles, sharding
   serving/  LLM serving engines (vLLM, SGLang, TensorRT-LLM, TGI) in one schema
+  probe/    active probes: the always-on UDP latency mesh between the nodes' RDMA addresses
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .gpu.dcgm import DcgmSource
 from .gpu.nvml import NvmlSource
 from .nic.ethtool import EthtoolSource
 from .nic.infiniband import InfinibandSource
+from .probe.mesh import MeshSource
 from .serving.source import ServingSource
 
 SOURCES: tuple[type[Source], ...] = (
@@ -30,6 +32,7 @@ SOURCES: tuple[type[Source], ...] = (
     DcgmSource,
     GnmiSource,
     ServingSource,
+    MeshSource,
 )
 
 
