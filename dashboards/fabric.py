@@ -1,8 +1,10 @@
-"""Fabric / NOC: switch PFC, ECN, queues, links and LLDP over gNMI; the RDMA NIC side per node."""
+"""Fabric / NOC: switch PFC, ECN, queues, links and LLDP over gNMI; the RDMA NIC side per node; the
+latency mesh between the nodes (dashboards/mesh.py)."""
 
 from __future__ import annotations
 
 from grafana import Dashboard, alert_annotation, heatmap, query_variable, row, stat, table, target, timeseries
+from mesh import panels as mesh_panels
 from promql import SCOPE, by, increase, rate, sel
 
 UID = "infrapulse-fabric"
@@ -230,6 +232,7 @@ def build() -> Dashboard:
                               f"{sel('infrapulse_rdma_port_state')} == bool 4"), "{{instance}} active"),
                     target(by("instance", sel("infrapulse_rdma_port_state"), "count"), "{{instance}} total")],
                    "none", min=0),
+        *mesh_panels(),
     ]
     return Dashboard(
         uid=UID, title="infrapulse / Fabric (NOC)",

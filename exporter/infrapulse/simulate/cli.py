@@ -5,6 +5,8 @@
   infrapulse simulate gnmi --switches N --ports M    serve N simulated switches over gNMI and
         [--profile P] [--targets-file F]             write a targets file for the daemon
   infrapulse simulate serving --engine vllm          serve one engine's /metrics
+  infrapulse simulate mesh --address 127.0.0.2       latency-mesh responders on loopback
+        [--allow 127.0.0.1] [--drop-every N]         (every N-th request unanswered)
 """
 
 from __future__ import annotations
@@ -79,6 +81,19 @@ def cmd_serving(args) -> int:
     return 0
 
 
+def cmd_mesh(args) -> int:
+    from .mesh import loopback_only, serve
+
+    try:
+        addresses = [loopback_only(a) for a in args.address]
+        allow = [loopback_only(a) for a in args.allow or ["127.0.0.1"]]
+    except (OSError, ValueError) as exc:
+        print(f"simulate mesh: {exc}")
+        return 2
+    asyncio.run(serve(addresses, allow, args.drop_every, args.seconds))
+    return 0
+
+
 def add_parser(sub) -> None:
     parser = sub.add_parser("simulate",
                             help="run one simulator on its own (sysfs tree, gNMI switches, engines)",
@@ -111,3 +126,11 @@ def add_parser(sub) -> None:
     p.add_argument("--rate", type=float, default=2.0, help="request arrival rate per second")
     p.set_defaults(func=cmd_serving)
 
+    p = cmds.add_parser("mesh", help="serve latency-mesh responders on loopback addresses until interrupted")
+    p.add_argument("--address", action="append", required=True,
+                   help="a 127.0.0.0/8 address to answer on (repeat for several); the port is printed")
+    p.add_argument("--allow", action="append", default=None,
+                   help="a prober address to answer (repeatable; default 127.0.0.1)")
+    p.add_argument("--drop-every", type=int, default=0, help="leave every N-th answerable request unanswered")
+    p.add_argument("--seconds", type=float, default=600.0, help="stop after this long (default 600)")
+    p.set_defaults(func=cmd_mesh)

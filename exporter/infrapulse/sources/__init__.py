@@ -11,7 +11,8 @@ Imports: each subpackage may import `base`, the top-level plumbing (`schema`, `s
   gpu/      NVML (poller + XID watcher) and dcgm-exporter ingestion, sharing one family set
   gnmi/     switch telemetry over gNMI streams, vendor profiles, sharding
   serving/  LLM serving engines (vLLM, SGLang, TensorRT-LLM, TGI) in one schema
-  probe/    active probes (nccl-tests, perftest, dropped job results) with baselines
+  probe/    active probes: nccl-tests, perftest and dropped job results with baselines; the
+            always-on UDP latency mesh between the nodes' RDMA addresses
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .gpu.dcgm import DcgmSource
 from .gpu.nvml import NvmlSource
 from .nic.ethtool import EthtoolSource
 from .nic.infiniband import InfinibandSource
+from .probe.mesh import MeshSource
 from .probe.source import ProbeSource
 from .serving.source import ServingSource
 
@@ -33,6 +35,7 @@ SOURCES: tuple[type[Source], ...] = (
     GnmiSource,
     ServingSource,
     ProbeSource,
+    MeshSource,
 )
 
 

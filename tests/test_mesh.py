@@ -1,0 +1,381 @@
+"""The `mesh` source on loopback addresses (127.0.0.0/8 only; every test bounded in probes and time).
+
+Several responder processes (`infrapulse simulate mesh`, the real responder code) on 127.0.0.x,
+one with induced loss: exact sent/lost counts, RTT histogram per peer group, p99 per peer. The
+daemon's own responder: an unlisted address gets no answer, the reply is as long as the request.
+The RTT excludes the time a busy peer held the request. Broken set-ups report source_up 0 with a
+reason; peer sources that yield nothing are reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import ROOT, stop_process
+from infrapulse.config import ConfigError, load_text
+from infrapulse.simulate.demo import DemoContext
+from infrapulse.simulate.mesh import LOSSY_PEER, SimulatedPeer, demo_part
+from infrapulse.simulate.scenarios import ScenarioBoard
+from infrapulse.sources.base import SourceContext
+from infrapulse.sources.probe import mesh_socket
+from infrapulse.sources.probe import mesh_wire as wire
+from infrapulse.sources.probe.mesh import RESOLVE_KEY, TARGET, MeshSource
+from infrapulse.store import Histogram, Store
+
+NODE = "127.0.0.1"
+
+
+def mesh_config(**section: Any) -> dict[str, Any]:
+    base = {"enabled": True, "local_addresses": [NODE], "port": 0, "probe_interval": "20ms",
+            "timeout": "150ms", "min_samples": 3}
+    return load_text(yaml.safe_dump({"sources": {"mesh": {**base, **section}}}))["sources"]["mesh"]
+
+
+def series(source: MeshSource, family: str) -> dict[tuple[str, ...], Any]:
+    snap = source.store.snapshot("mesh", TARGET)
+    assert snap is not None, "nothing published"
+    return dict(snap.series.get(family, {}))
+
+
+@asynccontextmanager
+async def running(config: dict[str, Any], options: dict[str, Any] | None = None,
+                  hostname: str = "gpu-node-01") -> AsyncIterator[MeshSource]:
+    ctx = SourceContext(store=Store(), interval=0.1, hostname=hostname, options=options or {})
+    source = MeshSource(config, ctx)
+    task = asyncio.create_task(source.run())
+    try:
+        yield source
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def settle(source: MeshSource) -> None:
+    """Stop new probes and wait until every probe in flight is answered or timed out."""
+    source.sending = False
+    deadline = time.monotonic() + 5
+    while source.outstanding and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    assert not source.outstanding
+    await asyncio.sleep(0.25)  # one more publication of the settled counters
+
+
+@contextmanager
+def responder_process(address: str, drop_every: int = 0) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "exporter")}
+    proc = subprocess.Popen([sys.executable, "-m", "infrapulse", "simulate", "mesh", "--address", address,
+                             "--drop-every", str(drop_every), "--seconds", "60"],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        started = json.loads(proc.stdout.readline())
+        yield proc, started["responders"][0]["port"]
+    finally:
+        stop_process(proc)
+
+
+def final_counts(proc: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
+    stop_process(proc)
+    assert proc.stdout is not None
+    return json.loads(proc.stdout.read().strip().splitlines()[-1])
+
+
+async def test_mesh_on_loopback_with_responder_processes_and_induced_loss() -> None:
+    with responder_process("127.0.0.2") as (p2, port2), \
+            responder_process("127.0.0.3", drop_every=4) as (p3, port3), \
+            responder_process("127.0.0.4") as (p4, port4):
+        config = mesh_config(switch="leaf01", peers=[
+            {"name": "gpu-node-02", "address": "127.0.0.2", "port": port2, "switch": "leaf01"},
+            {"name": "gpu-node-03", "address": "127.0.0.3", "port": port3, "switch": "leaf02"},
+            {"name": "gpu-node-04", "address": "127.0.0.4", "port": port4}])
+        async with running(config) as source:
+            await asyncio.sleep(1.5)  # ~75 probes per peer
+            await settle(source)
+            sent = series(source, "infrapulse_probe_mesh_sent_total")
+            lost = series(source, "infrapulse_probe_mesh_lost_total")
+            p99 = series(source, "infrapulse_probe_mesh_rtt_p99_seconds")
+            rtt = series(source, "infrapulse_probe_mesh_rtt_seconds")
+            probed = series(source, "infrapulse_probe_mesh_probed_peers")
+            status = source.store.status[("mesh", TARGET)]
+        counts = {ip: {"requests": c["requests"][ip], "dropped": c["dropped"][ip]}
+                  for ip, c in (("127.0.0.2", final_counts(p2)), ("127.0.0.3", final_counts(p3)),
+                                ("127.0.0.4", final_counts(p4)))}
+    assert status.up and status.reason == "ok", status
+    for name, ip in (("gpu-node-02", "127.0.0.2"), ("gpu-node-03", "127.0.0.3"),
+                     ("gpu-node-04", "127.0.0.4")):
+        assert sent[(name,)] >= 40, sent
+        assert sent[(name,)] == counts[ip]["requests"], f"{name}: every probe reached its responder"
+        assert lost[(name,)] == counts[ip]["dropped"], f"{name}: lost = what the responder dropped"
+    assert counts["127.0.0.3"]["dropped"] == counts["127.0.0.3"]["requests"] // 4 > 0
+    assert lost[("gpu-node-02",)] == lost[("gpu-node-04",)] == 0
+    assert set(p99) == {("gpu-node-02",), ("gpu-node-03",), ("gpu-node-04",)}
+    assert all(0 < v < 0.05 for v in p99.values()), p99
+    answered = {name: sent[(name,)] - lost[(name,)] for name in ("gpu-node-02", "gpu-node-03", "gpu-node-04")}
+    groups = {group: value for (group,), value in rtt.items()}
+    assert isinstance(groups["same_switch"], Histogram)
+    assert groups["same_switch"].count == answered["gpu-node-02"]
+    assert groups["other_switch"].count == answered["gpu-node-03"]
+    assert groups["unknown"].count == answered["gpu-node-04"]
+    assert groups["same_switch"].buckets[-1] == (float("inf"), answered["gpu-node-02"])
+    assert 0 < groups["same_switch"].sum < 0.05 * answered["gpu-node-02"]
+    assert probed == {("same_switch",): 1.0, ("other_switch",): 1.0, ("unknown",): 1.0}
+
+
+def request_from(address: str, port: int, size: int = 64, data: bytes | None = None) -> bytes | None:
+    """Send one probe request from `address` to the node's responder; its reply or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((address, 0))
+        sock.settimeout(0.6)
+        sock.sendto(data if data is not None else wire.encode_request(77, 5, size), (NODE, port))
+        try:
+            return sock.recv(4096)
+        except TimeoutError:
+            return None
+
+
+async def test_the_responder_answers_only_listed_peers_with_replies_no_larger() -> None:
+    config = mesh_config(peers=[{"name": "listed", "address": "127.0.0.5", "port": 9}])
+    async with running(config) as source:
+        await asyncio.sleep(0.3)
+        port = source.sockets[NODE].port
+        unlisted = await asyncio.to_thread(request_from, "127.0.0.9", port)
+        replies = [await asyncio.to_thread(request_from, "127.0.0.5", port, size) for size in (28, 64, 1472)]
+        reply_to_reply = await asyncio.to_thread(request_from, "127.0.0.5", port, 64,
+                                                 wire.make_reply(wire.encode_request(1, 1, 64), 0))
+        await asyncio.sleep(0.3)
+        outcomes = series(source, "infrapulse_probe_mesh_responder_requests_total")
+    assert unlisted is None, "an unlisted address got an answer"
+    assert [len(r) if r else None for r in replies] == [28, 64, 1472]
+    for reply in replies:
+        assert reply is not None
+        probe = wire.decode(reply)
+        assert probe is not None and (probe.kind, probe.token, probe.seq) == (wire.REPLY, 77, 5)
+        assert 0 <= probe.dwell_ns < 1_000_000_000
+    assert reply_to_reply is None
+    assert outcomes[("answered",)] == 3 and outcomes[("unlisted",)] == 1
+    assert outcomes[("rate_limited",)] == 0 and outcomes[("send_failed",)] == 0
+
+
+def held_responder(hold: float, report_dwell: bool, stop: threading.Event
+                   ) -> tuple[socket.socket, threading.Thread]:
+    """A peer on 127.0.0.6 that holds each request `hold` seconds before replying, reporting the
+    hold as dwell (as the real responder does) or not."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.6", 0))
+    sock.settimeout(0.1)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, addr = sock.recvfrom(2048)
+            except TimeoutError:
+                continue
+            arrived = time.time_ns()
+            time.sleep(hold)
+            sock.sendto(wire.make_reply(data, time.time_ns() - arrived if report_dwell else 0), addr)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return sock, thread
+
+
+@pytest.mark.parametrize("report_dwell", [True, False])
+async def test_rtt_excludes_the_time_the_peer_held_the_request(report_dwell: bool) -> None:
+    stop = threading.Event()
+    sock, thread = held_responder(0.2, report_dwell, stop)
+    try:
+        config = mesh_config(probe_interval="400ms", timeout="1s", min_samples=2,
+                             peers=[{"name": "slow", "address": "127.0.0.6", "port": sock.getsockname()[1]}])
+        async with running(config) as source:
+            await asyncio.sleep(1.3)
+            await settle(source)
+            p99 = series(source, "infrapulse_probe_mesh_rtt_p99_seconds")[("slow",)]
+            assert series(source, "infrapulse_probe_mesh_lost_total")[("slow",)] == 0
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+    if report_dwell:
+        assert p99 < 0.05, "the held 200 ms counted as network time"
+    else:
+        assert p99 >= 0.2, "control: without the dwell the hold shows"
+
+
+async def test_without_kernel_timestamps_each_datagram_is_read_on_arrival(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mesh_socket, "enable_timestamps", lambda sock: False)
+    peer = SimulatedPeer("127.0.0.7", [NODE])
+    config = mesh_config(peers=[{"name": "p", "address": "127.0.0.7", "port": peer.port}])
+    try:
+        async with running(config) as source:
+            await asyncio.sleep(0.6)
+            await settle(source)
+            assert not source.sockets[NODE].kernel_timestamps
+            sent = series(source, "infrapulse_probe_mesh_sent_total")[("p",)]
+            lost = series(source, "infrapulse_probe_mesh_lost_total")[("p",)]
+            assert 0 < series(source, "infrapulse_probe_mesh_rtt_p99_seconds")[("p",)] < 0.05
+    finally:
+        peer.close()
+    assert sent == peer.requests > 10 and lost == 0
+
+
+async def test_dscp_and_ecn_are_set_on_the_socket() -> None:
+    async with running(mesh_config(dscp=26, ecn=True, peers=[{"address": "127.0.0.5", "port": 9}])) as source:
+        await asyncio.sleep(0.2)
+        sock = source.sockets[NODE].sock
+        assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 26 << 2 | 0b10
+        info = series(source, "infrapulse_probe_mesh_local_address_info")
+    assert info == {("", NODE, "26"): 1.0}
+
+
+async def test_peers_from_dns_file_and_config_are_counted_and_deduplicated(tmp_path: Path) -> None:
+    peers_file = tmp_path / "peers.yaml"
+    peers_file.write_text(yaml.safe_dump([{"address": "127.0.0.21", "name": "from-file"}, "127.0.0.22"]))
+
+    async def resolve(name: str) -> list[str]:
+        if name == "mesh.infrapulse.svc":
+            return ["127.0.0.22", "127.0.0.23", NODE]
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    config = mesh_config(port=19478, peers=[{"address": "127.0.0.24", "name": "from-config"}],
+                         peers_file=str(peers_file), peers_dns=["mesh.infrapulse.svc", "gone.example"])
+    async with running(config, {RESOLVE_KEY: resolve}) as source:
+        await asyncio.sleep(0.3)
+        peers = series(source, "infrapulse_probe_mesh_peers")
+        labels = {label for (label,) in series(source, "infrapulse_probe_mesh_sent_total")}
+        status = source.store.status[("mesh", TARGET)]
+        up, reason, partial = status.up, status.reason, list(status.partial_errors)
+        coverage = {m: c.series for m, c in status.coverage.items()}
+        allowed = source.responder.allowed
+        # the file changes: re-read without a restart
+        peers_file.write_text(yaml.safe_dump(["127.0.0.25"]))
+        await asyncio.sleep(0.4)
+        labels_after = {label for (label,) in series(source, "infrapulse_probe_mesh_sent_total")}
+    assert peers == {("config",): 1.0, ("file",): 2.0, ("dns",): 2.0}  # 127.0.0.22 counts for both
+    assert labels == {"from-config", "from-file", "127.0.0.22", "127.0.0.23"}  # this node left out
+    assert allowed == {"127.0.0.21", "127.0.0.22", "127.0.0.23", "127.0.0.24"}
+    assert up and reason == "partial"
+    assert partial == ["dns peer gone.example: does not resolve (Name or service not known)"]
+    assert coverage == {"peers_config": 1, "peers_file": 2, "peers_dns": 2}
+    assert labels_after == {"from-config", "127.0.0.22", "127.0.0.23", "127.0.0.25"}
+
+
+async def test_a_broken_peers_file_keeps_the_peers_and_says_why(tmp_path: Path) -> None:
+    peers_file = tmp_path / "peers.yaml"
+    peers_file.write_text("- 127.0.0.31\n")
+    async with running(mesh_config(port=19479, peers_file=str(peers_file))) as source:
+        await asyncio.sleep(0.3)
+        peers_file.write_text("- {address: 127.0.0.32, port: -1}\n")
+        await asyncio.sleep(0.4)
+        labels = {label for (label,) in series(source, "infrapulse_probe_mesh_sent_total")}
+        status = source.store.status[("mesh", TARGET)]
+    assert labels == {"127.0.0.31"}
+    assert status.up and status.partial_errors == [
+        f"peers_file {peers_file}: peers[0].port: must be >= 1, got -1; keeping the 1 peers read before"]
+
+
+async def test_lldp_in_the_store_groups_peers_and_adds_same_switch_hosts() -> None:
+    async def resolve(name: str) -> list[str]:
+        return {"gpu-node-02": ["127.0.0.42"], "gpu-node-03": ["127.0.0.43"]}[name]
+
+    config = mesh_config(port=19480, lldp_peers=True,
+                         peers=[{"name": "gpu-node-04", "address": "127.0.0.44"}])
+    ctx_store_rows = [("leaf01", "Ethernet0", "gpu-node-01"), ("leaf01", "Ethernet4", "gpu-node-02"),
+                      ("leaf01", "Ethernet8", "gpu-node-03"), ("leaf02", "Ethernet0", "gpu-node-04")]
+    async with running(config, {RESOLVE_KEY: resolve}) as source:
+        from infrapulse.store import Snapshot
+
+        snap = Snapshot()
+        for switch, interface, system in ctx_store_rows:
+            snap.add("infrapulse_switch_lldp_neighbor_info", (switch, interface, system, "ens1f0np0"), 1.0)
+        source.store.publish("gnmi", "fabric", snap, 60)
+        await source.on_reload()
+        await asyncio.sleep(0.4)
+        groups = {p.label: p.group for p in source.probed.values()}
+        peers = series(source, "infrapulse_probe_mesh_peers")
+    assert groups == {"gpu-node-02": "same_switch", "gpu-node-03": "same_switch",
+                      "gpu-node-04": "other_switch"}
+    assert peers == {("config",): 1.0, ("lldp",): 2.0}
+
+
+@pytest.mark.parametrize("section,reason,message", [
+    ({"local_addresses": ["192.0.2.1"]}, "bind_failed",
+     "cannot bind 192.0.2.1 port 0: Cannot assign requested"),
+    ({"local_addresses": [], "interfaces": ["nosuch0"]}, "no_local_address",
+     "no local address to bind from interfaces nosuch0: interface nosuch0: no netdev nosuch0 in this"),
+    ({"local_addresses": []}, "no_local_address",
+     "no local address to bind from the RDMA netdevs of the infiniband source (none reported)"),
+    ({"peers": []}, "no_peers", "no peer to probe (peer sources: none configured)"),
+])
+async def test_broken_setups_report_source_down_with_a_reason(section: dict[str, Any], reason: str,
+                                                               message: str) -> None:
+    async with running(mesh_config(**{"peers": [{"address": "127.0.0.5", "port": 9}], **section})) as source:
+        await asyncio.sleep(0.3)
+        status = source.store.status[("mesh", TARGET)]
+    assert not status.up and status.reason == reason
+    assert status.message.startswith(message), status.message
+
+
+@pytest.mark.parametrize("section,key,reason", [
+    ({"dscp": 64}, "sources.mesh.dscp", "must be <= 63"),
+    ({"local_addresses": ["10.0.0.300"]}, "sources.mesh.local_addresses[0]", "expected an IP address"),
+    ({"port": 0, "peers": [{"address": "10.0.0.2"}]}, "sources.mesh.peers[0].port", "required when"),
+    ({"size": 20}, "sources.mesh.size", "must be >= 28"),
+    ({"timeout": "30s"}, "sources.mesh.timeout", "must be at most 10s"),
+])
+def test_config_errors_name_the_key(section: dict[str, Any], key: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_text(yaml.safe_dump({"sources": {"mesh": section}}))
+    assert err.value.key == key and reason in err.value.reason
+
+
+def test_off_by_default() -> None:
+    config = load_text("")["sources"]["mesh"]
+    assert not MeshSource.wanted(config)
+    defaults = (config["port"], config["probe_interval"], config["max_peers"], config["dscp"])
+    assert defaults == (9478, 5.0, 64, 0)
+
+
+async def test_mesh_loss_scenario_drops_every_20th_probe_at_one_peer(tmp_path: Path) -> None:
+    board = ScenarioBoard({"mesh-loss"})
+    part = await demo_part(DemoContext(workdir=tmp_path, scenarios=board))
+    try:
+        peers = {p["name"]: p for p in part.sources["mesh"]["peers"]}
+        assert set(peers) == {"gpu-node-02", "gpu-node-03", "gpu-node-04", "gpu-node-05"}
+        lossy = peers[LOSSY_PEER]
+        target = (lossy["address"], lossy["port"])
+        # the simulated peers answer on this event loop: the blocking client runs in a thread
+        assert await asyncio.to_thread(answered_of, 40, target) == 38  # requests 20 and 40: 5 %
+        board.deactivate("mesh-loss")
+        assert await asyncio.to_thread(answered_of, 20, target) == 20  # none lost once it ends
+    finally:
+        await part.close()
+
+
+def answered_of(count: int, target: tuple[str, int]) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind((NODE, 0))
+        sock.settimeout(0.5)
+        answered = 0
+        for seq in range(count):
+            sock.sendto(wire.encode_request(1, seq, 64), target)
+            try:
+                sock.recv(128)
+                answered += 1
+            except TimeoutError:
+                pass
+        return answered
