@@ -2,9 +2,8 @@
 busbw and latency by size over time with version changes as annotations, and the before/after
 table of the last version change.
 
-MESH_PANELS is the hook for the always-on latency mesh: dashboards/mesh.py provides the heatmap
-by peer, and the lead wires it in with `MESH_PANELS.extend(mesh.panels())` (or a literal list);
-the "Latency mesh" row appears as soon as the list is not empty.
+The always-on latency mesh closes it (dashboards/mesh.py: RTT heatmaps by peer group and by
+peer, loss and p99 per peer), the same row the fabric dashboard shows the NOC.
 """
 
 from __future__ import annotations
@@ -20,12 +19,10 @@ from grafana import (
     target,
     timeseries,
 )
+from mesh import panels as mesh_panels
 from promql import SCOPE, by, increase, sel
 
 UID = "infrapulse-baselines"
-
-# Panels of the latency mesh (dashboards/mesh.py): the heatmap by peer, wired in by the lead.
-MESH_PANELS: list[dict] = []
 
 PROBE = {**SCOPE, "scope": "$scope"}
 SIZE_LEGEND = "{{instance}} {{scope}} {{collective}} {{size}} B"
@@ -133,8 +130,7 @@ def build() -> Dashboard:
                                                            "1h")),
                            "{{instance}} {{result}}")], "short", min=0),
     ]
-    if MESH_PANELS:
-        panels += [row("Latency mesh"), *MESH_PANELS]
+    panels += mesh_panels()
     return Dashboard(
         uid=UID, title="infrapulse / Baselines",
         description="Active probes against their baselines: nccl-tests and perftest latency and bandwidth by "

@@ -4,15 +4,10 @@ and with them declared as the mesh module declares them (in a fresh interpreter)
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from health_fixtures import Feed, service_for, signal
+from infrapulse.health.signals import SIGNALS
 
 KEY = ("local", "intra_node", "all_reduce")
 
@@ -50,7 +45,7 @@ def test_wrong_results_cap_the_overall_score():
     assert report.score is not None and report.score <= 40.0  # critical_cap
 
 
-def test_mesh_signals_without_mesh_families_do_not_apply():
+def test_mesh_signals_have_no_data_on_a_node_without_the_mesh():
     feed = Feed()
     feed.gauge("probe", "infrapulse_probe_baseline_ratio", KEY + ("latency", "8"), 1.1, "probe")
     service = service_for(feed.store)
@@ -61,47 +56,24 @@ def test_mesh_signals_without_mesh_families_do_not_apply():
     assert service.report.components["probe"].score is not None
 
 
-MESH_SCRIPT = r"""
-import json, time
-from infrapulse import catalog
-# What the mesh module declares (sources/probe/mesh*.py): per peer only counters and a p99 gauge.
-catalog.declare("infrapulse_probe_mesh_sent_total", catalog.COUNTER, "sent", ("peer",), source="probe")
-catalog.declare("infrapulse_probe_mesh_lost_total", catalog.COUNTER, "lost", ("peer",), source="probe")
-catalog.declare("infrapulse_probe_mesh_rtt_p99_seconds", catalog.GAUGE, "p99", ("peer",), unit="seconds",
-                source="probe")
-import sys
-sys.path.insert(0, "tests")
-from health_fixtures import Feed, service_for, signal
-from infrapulse.health.signals import SIGNALS
-feed = Feed()
-feed.counter("probe", "infrapulse_probe_mesh_sent_total", ("gpu-node-07",), 0, 2000, "mesh")
-feed.counter("probe", "infrapulse_probe_mesh_lost_total", ("gpu-node-07",), 0, 50, "mesh")
-feed.counter("probe", "infrapulse_probe_mesh_sent_total", ("gpu-node-02",), 0, 2000, "mesh")
-feed.counter("probe", "infrapulse_probe_mesh_lost_total", ("gpu-node-02",), 0, 0, "mesh")
-feed.gauge("probe", "infrapulse_probe_mesh_rtt_p99_seconds", ("gpu-node-07",), 0.0011, "mesh")
-service = service_for(feed.store)
-feed.publish(service)
-loss, rtt = signal(service.report, "mesh_loss"), signal(service.report, "mesh_rtt_p99")
-print(json.dumps({
-    "families": sorted(SIGNALS["mesh_loss"].families + SIGNALS["mesh_rtt_p99"].families),
-    "loss": [[t.measurement.target, t.measurement.value] for t in loss.targets],
-    "rtt": [[t.measurement.target, t.measurement.value, t.score] for t in rtt.targets],
-    "sentences": [d.sentence for d in service.report.detractors],
-}))
-"""
-
-
-def test_mesh_signals_read_the_mesh_families_once_they_are_declared():
-    root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root / "exporter")}
-    out = subprocess.run([sys.executable, "-c", MESH_SCRIPT], capture_output=True, text=True, env=env,
-                         cwd=root, timeout=120)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout)
-    assert got["families"] == ["infrapulse_probe_mesh_lost_total", "infrapulse_probe_mesh_rtt_p99_seconds",
-                               "infrapulse_probe_mesh_sent_total"]
-    assert got["loss"] == [["peer gpu-node-07", 0.025], ["peer gpu-node-02", 0.0]]
-    assert got["rtt"][0][:2] == ["peer gpu-node-07", 0.0011]
-    assert got["rtt"][0][2] == pytest.approx(100.0 * (0.002 - 0.0011) / 0.0018)
-    assert "peer gpu-node-07: 2.5% of mesh probes lost over the last 1m (bad at 5%)" in got["sentences"]
-    assert "peer gpu-node-07: mesh RTT p99 1.1 ms (bad at 2 ms)" in got["sentences"]
+def test_mesh_signals_read_the_mesh_families():
+    feed = Feed()
+    feed.counter("mesh", "infrapulse_probe_mesh_sent_total", ("gpu-node-07",), 0, 2000, "mesh")
+    feed.counter("mesh", "infrapulse_probe_mesh_lost_total", ("gpu-node-07",), 0, 50, "mesh")
+    feed.counter("mesh", "infrapulse_probe_mesh_sent_total", ("gpu-node-02",), 0, 2000, "mesh")
+    feed.counter("mesh", "infrapulse_probe_mesh_lost_total", ("gpu-node-02",), 0, 0, "mesh")
+    feed.gauge("mesh", "infrapulse_probe_mesh_rtt_p99_seconds", ("gpu-node-07",), 0.0011, "mesh")
+    service = service_for(feed.store)
+    feed.publish(service)
+    loss, rtt = signal(service.report, "mesh_loss"), signal(service.report, "mesh_rtt_p99")
+    assert sorted(SIGNALS["mesh_loss"].families + SIGNALS["mesh_rtt_p99"].families) == [
+        "infrapulse_probe_mesh_lost_total", "infrapulse_probe_mesh_rtt_p99_seconds",
+        "infrapulse_probe_mesh_sent_total"]
+    assert [[t.measurement.target, t.measurement.value] for t in loss.targets] == [
+        ["peer gpu-node-07", 0.025], ["peer gpu-node-02", 0.0]]
+    assert [t.measurement.target for t in rtt.targets] == ["peer gpu-node-07"]
+    assert rtt.targets[0].measurement.value == 0.0011
+    assert rtt.targets[0].score == pytest.approx(100.0 * (0.002 - 0.0011) / 0.0018)
+    sentences = [d.sentence for d in service.report.detractors]
+    assert "peer gpu-node-07: 2.5% of mesh probes lost over the last 1m (bad at 5%)" in sentences
+    assert "peer gpu-node-07: mesh RTT p99 1.1 ms (bad at 2 ms)" in sentences

@@ -2,10 +2,9 @@
 that failed or returned wrong results, and the always-on latency mesh's loss and RTT p99.
 
 The baseline ratio, the verdicts and the version changes come from the probe source
-(sources/probe/families.py). The mesh families (`infrapulse_probe_mesh_sent_total{peer}`,
-`..._lost_total{peer}`, `infrapulse_probe_mesh_rtt_p99_seconds{peer}`) are declared by the mesh
-module; when no imported module declares them, or no peer has data, the mesh signals do not
-apply (no data), and the rest of this component works alone.
+(sources/probe/families.py); loss and RTT p99 per peer from the mesh source
+(sources/probe/mesh_families.py). On a node without the mesh (it is off by default) the mesh
+signals have no data and the rest of this component works alone.
 """
 
 from __future__ import annotations
@@ -13,31 +12,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ... import catalog
 from ...sources.probe import families as fam
+from ...sources.probe import mesh_families as mesh
 from .base import FLAG, RATIO, SECONDS, Context, Measurement, Signal, gauges_by
 
 KEY = ("scope", "test", "metric", "size")
-MESH_SENT = "infrapulse_probe_mesh_sent_total"
-MESH_LOST = "infrapulse_probe_mesh_lost_total"
-MESH_RTT_P99 = "infrapulse_probe_mesh_rtt_p99_seconds"
+MESH_SENT, MESH_LOST, MESH_RTT_P99 = mesh.SENT.name, mesh.LOST.name, mesh.RTT_P99.name
 METRIC_WORDS = {"latency": "latency", "latency_p99": "p99 latency", "latency_p99_9": "p99.9 latency",
                 "busbw": "bus bandwidth", "bandwidth": "bandwidth"}
 LATENCY = ("latency", "latency_p99", "latency_p99_9")
 BANDWIDTH = ("busbw", "bandwidth")
 FAILED_RESULTS = ("failed", "timeout")
-
-
-def _declared(*names: str) -> tuple[str, ...]:
-    """The families among `names` that an imported module declared (the mesh's may not be)."""
-    out = []
-    for name in names:
-        try:
-            catalog.get(name)
-        except KeyError:
-            continue
-        out.append(name)
-    return tuple(out)
 
 
 def size_text(size: str) -> str:
@@ -109,8 +94,6 @@ def measure_wrong(ctx: Context) -> list[Measurement]:
 
 
 def measure_mesh_loss(ctx: Context) -> list[Measurement] | None:
-    if len(_declared(MESH_SENT, MESH_LOST)) < 2:
-        return None
     sent = ctx.readings.rates(MESH_SENT, ("peer",))
     lost = ctx.readings.rates(MESH_LOST, ("peer",))
     if not sent and not any(True for _ in ctx.readings.series(MESH_SENT)):
@@ -126,8 +109,6 @@ def measure_mesh_loss(ctx: Context) -> list[Measurement] | None:
 
 
 def measure_mesh_rtt(ctx: Context) -> list[Measurement] | None:
-    if not _declared(MESH_RTT_P99):
-        return None
     p99 = gauges_by(ctx, MESH_RTT_P99, ("peer",))
     if not p99:
         return None
@@ -216,9 +197,9 @@ SIGNALS: list[Signal] = [
         phrase="{value} of mesh probes lost",
         hint="packets to this peer are dropped on the RDMA fabric: check the path's switch ports and PFC/ECN",
         measure=measure_mesh_loss,
-        families=_declared(MESH_SENT, MESH_LOST),
-        sources=("probe", "mesh"),
-        counters=_declared(MESH_SENT, MESH_LOST),
+        families=(MESH_SENT, MESH_LOST),
+        sources=("mesh",),
+        counters=(MESH_SENT, MESH_LOST),
     ),
     Signal(
         name="mesh_rtt_p99",
@@ -233,7 +214,7 @@ SIGNALS: list[Signal] = [
         phrase="mesh RTT p99 {value}",
         hint="queueing on the path to this peer: check the switch queues' ECN marking and PFC pauses",
         measure=measure_mesh_rtt,
-        families=_declared(MESH_RTT_P99),
-        sources=("probe", "mesh"),
+        families=(MESH_RTT_P99,),
+        sources=("mesh",),
     ),
 ]
