@@ -76,8 +76,7 @@ def component_bars(components: list[dict[str, Any]]) -> str:
         if not comp["applicable"]:
             continue
         score = comp["score"]
-        color = COLORS["unknown"] if score is None else (
-            COLORS["healthy"] if score >= 80 else COLORS["degraded"] if score >= 50 else COLORS["critical"])
+        color = COLORS.get(comp.get("status") or "unknown", COLORS["unknown"])  # the API's bands
         width = 0 if score is None else max(0.0, min(score, 100.0))
         capped = f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>' if comp["capped_by"] else ""
         rows.append(

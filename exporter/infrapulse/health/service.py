@@ -22,10 +22,18 @@ from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
 from .coverage import coverage_notes
-from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
+from .families import (
+    COMPONENT_SCORE,
+    COVERAGE,
+    DETRACTOR,
+    HEALTH_SCORE,
+    HEALTH_STATUS,
+    SIGNAL_SCORE,
+    STATUS_THRESHOLD,
+)
 from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
-from .scoring import Report, evaluate, report_json, resolve_settings, status_of
+from .scoring import STATUSES, Report, apply_status, evaluate, report_json, resolve_settings, round_score
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, Measurement, counters_by_window
 from .smoothing import Smoother
 
@@ -75,7 +83,8 @@ class HealthService:
         self.readings.update(self.store, self.counters)
         self.latency.observe_store(self.store)
         cfg = self.config
-        ctx = Context(self.readings, hostname=self.hostname, latency=self.latency.endpoint_latency(cfg["window"]),
+        ctx = Context(self.readings, hostname=self.hostname,
+                      latency=self.latency.endpoint_latency(cfg["window"]),
                       slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
         present = self.readings.sources_present()
         measured: dict[str, list[Measurement] | None] = {}
@@ -106,17 +115,24 @@ class HealthService:
         return report
 
     def _smooth(self, report: Report, now: float) -> None:
-        raw_status = status_of(report.score, self.config)
+        """Smoothing, then the one rounding and the status words of what is published."""
+        raw_status = report.status
         previous = self.report.status if self.report else None
-        report.score = self.smoother.apply("score", report.score, now, force=raw_status != previous)
-        report.status = status_of(report.score, self.config)
+        smooth = self.smoother.apply
+        report.score = round_score(smooth("score", report.score, now, force=raw_status != previous))
         for name, comp in report.components.items():
-            report.component_scores[name] = self.smoother.apply(("component", name), comp.score, now)
+            report.component_scores[name] = round_score(smooth(("component", name), comp.score, now))
+        apply_status(report, self.config)
 
     def _publish(self, report: Report) -> None:
         snap = Snapshot(report.timestamp)
         if report.score is not None:
             snap.add(HEALTH_SCORE, (), report.score)
+        for status in STATUSES:  # a state set: every status present, 1 for the current one
+            snap.add(HEALTH_STATUS, (status,), 1.0 if status == report.status else 0.0)
+        levels = self.config["status_thresholds"]
+        for status in ("degraded", "critical"):
+            snap.add(STATUS_THRESHOLD, (status,), float(levels[status]))
         snap.add(COVERAGE, (), report.coverage)
         for name, comp in report.components.items():
             score = report.component_scores.get(name)
@@ -126,7 +142,8 @@ class HealthService:
                 if result.score is not None:
                     snap.add(SIGNAL_SCORE, (name, result.signal.name), result.score)
         for d in report.detractors[:METRIC_DETRACTORS]:
-            snap.add(DETRACTOR, (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
+            labels = (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target)
+            snap.add(DETRACTOR, labels, 1.0)
         self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
     def as_json(self) -> dict[str, Any]:
@@ -182,7 +199,8 @@ def attach(daemon: Daemon) -> HealthService | None:
     cfg = daemon.config["health"]
     if not cfg["enabled"]:
         return None
-    service = HealthService(daemon.store, cfg, daemon.state.hostname, cfg["interval"] or daemon.config["interval"])
+    interval = cfg["interval"] or daemon.config["interval"]
+    service = HealthService(daemon.store, cfg, daemon.state.hostname, interval)
     daemon.health = service
     daemon.services.append(asyncio.create_task(service.run(), name="health"))
     daemon.app_extensions.append(service.routes)
