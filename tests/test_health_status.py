@@ -62,7 +62,8 @@ def _fabric_and_gpu(feed: Feed, flaps: float = 0) -> Feed:
     feed.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 0, 2 * flaps,
                  "leaf03")
     feed.gauge("gnmi", "infrapulse_switch_up", ("leaf03",), 1, "leaf03")
-    feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1)
+    # not target "nvml": a daemon's own nvml source (no NVML here) removes that instance when it gives up
+    feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1, "gpu-fixture")
     return feed
 
 
