@@ -22,10 +22,18 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
+# `make demo` needs only the package itself (scripts/demo_stack.py uses its dependencies): not the
+# test extras (pytest, hypothesis, ruff, mypy, kubernetes-validate ...).
+DEMO_STAMP := $(VENV)/.demo-installed-stamp
+$(DEMO_STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	@touch $(DEMO_STAMP)
+
 system-deps:
 	@scripts/system-deps.sh
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	@scripts/demo.sh
 
 # One pytest session over tests/ (unit and e2e), so a unit failure still reports the e2e results.

@@ -14,9 +14,11 @@ SCHEMA_VERSION = 41  # Grafana 12.0 (the compose image); older schemas are migra
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 GRID_WIDTH = 24
 
-# Health score thresholds shared by stat and timeseries panels (alerting uses 60/40 too).
-SCORE_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 40},
-               {"color": "green", "value": 60}]
+# Health score colours shared by stat and timeseries panels: the daemon's default status bands
+# (health.status_thresholds: degraded below 80, critical below 50). The alerts read each daemon's
+# own status (infrapulse_health_status), so a daemon with other bands alerts on those.
+SCORE_STEPS = [{"color": "red", "value": None}, {"color": "orange", "value": 50},
+               {"color": "green", "value": 80}]
 
 
 # -- targets ---------------------------------------------------------------------------------

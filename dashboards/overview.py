@@ -26,7 +26,8 @@ def build() -> Dashboard:
         stat("Cluster health score",
              "Cluster score of the worst role (node or fabric): the coverage-weighted mean over "
              "instances, capped at the worst instance + 50 (recording rule "
-             "role:infrapulse_health_score:cluster). Below 60 is degraded, below 40 critical. "
+             "role:infrapulse_health_score:cluster). Colours: the default status bands (below 80 "
+             "degraded, below 50 critical); the alerts use each role's own bands. "
              "Cluster-wide: not narrowed by the job/instance variables.",
              [target("min(role:infrapulse_health_score:cluster)")], "none", steps=SCORE_STEPS,
              min=0, max=100),

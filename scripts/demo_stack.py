@@ -36,9 +36,15 @@ ALERTMANAGER = os.environ.get("INFRAPULSE_ALERTMANAGER", "/usr/bin/prometheus-al
 
 def free_port(preferred: int = 0) -> int:
     """`preferred` when it is free (the usual 9477/9090/9093, so URLs stay the same between
-    runs), else any free port."""
+    runs), else any free port.
+
+    The check binds with SO_REUSEADDR, as the daemon (aiohttp), Prometheus and Alertmanager (Go)
+    bind their listeners: a port whose last connections are still in TIME_WAIT after a quick
+    restart is free for them, so it is free here too. On Linux SO_REUSEADDR still refuses a port
+    that something listens on."""
     for port in ((preferred, 0) if preferred else (0,)):
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:

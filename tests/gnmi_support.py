@@ -144,8 +144,9 @@ def expected_series(switch: SimSwitch, profile: str | None = None) -> dict[tuple
                 put("priority_group_occupancy_bytes", (name, q, "shared"), 4096 * (p + 1) + i)
                 put("priority_group_occupancy_bytes", (name, q, "headroom"), 512 * p + i)
             if prof == "arista-eos":
+                # a healthy watchdog: every storm it detected it restored
                 put("pfc_watchdog_storms_detected_total", (name, q), 3 * p + i)
-                put("pfc_watchdog_storms_restored_total", (name, q), 2 * p + i)
+                put("pfc_watchdog_storms_restored_total", (name, q), 3 * p + i)
         if port.neighbor:
             put("lldp_neighbor_info", (name, *port.neighbor), 1)
         if prof == "sonic":

@@ -41,7 +41,9 @@ async def _score_cli(*args: str) -> tuple[int, str, str]:
 async def test_api_shape_and_values():
     async with running_daemon(CONFIG) as daemon:
         feed = _congested(Feed(daemon.store), 790)
-        feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1)
+        # Not target "nvml": the daemon's own nvml source (enabled: auto, no NVML library here)
+        # removes its ("nvml", "nvml") instance when it gives up, racing with this feed.
+        feed.gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1, "gpu-fixture")
         feed.publish(daemon.health)
         body = await _get_json(daemon.bound_port)
 
@@ -65,7 +67,7 @@ async def test_api_shape_and_values():
                                "(bad at 5%)")
     assert top["rank"] == 1 and top["signal"] == "ecn_marked_ratio" and top["hint"]
     sources = {(s["source"], s["target"]) for s in body["sources"]}
-    assert ("gnmi", "leaf03") in sources and ("nvml", "nvml") in sources
+    assert ("gnmi", "leaf03") in sources and ("nvml", "gpu-fixture") in sources
 
 
 async def test_source_errors_reach_the_api():

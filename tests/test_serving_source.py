@@ -145,9 +145,11 @@ async def test_engine_restart_scenario_is_not_a_spike():
             await poll()
         before = tracker.quantiles()["v"]
         board.activate("engine-restart")
-        clock.t += 1
-        await poll()
-        assert source.store.status_of("serving", "v").reason == "http_503"
+        for _ in range(3):  # down for as long as the restart lasts (a model reloading)
+            clock.t += 10
+            await poll()
+            assert source.store.status_of("serving", "v").reason == "http_503"
+        board.deactivate("engine-restart")
         for _ in range(3):
             clock.t += 10
             await poll()
@@ -180,6 +182,25 @@ def test_scenarios_move_the_load_model():
     assert queued.kv_usage > base.kv_usage
     assert queued.ttft.sum / queued.ttft.count > 3 * base.ttft.sum / base.ttft.count
     assert surge.ttft.sum / surge.ttft.count > 3 * base.ttft.sum / base.ttft.count
+
+
+def _share_over(hist, seconds: float) -> float:
+    within = next(cum for bound, cum in hist.cumulative() if bound >= seconds)
+    return 1 - within / hist.count
+
+
+@pytest.mark.parametrize("variant", ["vllm", "sglang", "triton-trtllm"])
+def test_a_ttft_surge_goes_well_past_the_slo_and_trips_the_burn_rate_alert(variant):
+    """p95 past the health score's bad level (2 x 1.5 s), and more requests past the alert's
+    1.0 s SLI bound than the 14.4x burn rate of a 5% budget (72%)."""
+    from infrapulse.health.latency import histogram_quantile  # the daemon's own p95 estimate
+
+    base = _run_load(variant, None).ranks[0]
+    surge = _run_load(variant, "ttft-surge").ranks[0]
+    assert histogram_quantile(0.95, base.ttft.cumulative()) < 0.5
+    assert histogram_quantile(0.95, surge.ttft.cumulative()) >= 3.0
+    assert _share_over(base.ttft, 1.0) < 0.01
+    assert _share_over(surge.ttft, 1.0) > 14.4 * 0.05
 
 
 async def test_daemon_serves_normalised_and_passthrough_series(engines):

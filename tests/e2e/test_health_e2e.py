@@ -3,7 +3,9 @@ serving-engine simulators feed a real daemon; scenarios are switched on the shar
 back over HTTP from /api/v1/health.
 
 * pfc-storm drops the network component below 50 and names the NIC port;
-* ttft-surge names the serving endpoint;
+* ttft-surge names the serving endpoint, goes past the SLO's bad level (twice the SLO) and so
+  caps the serving component; the status is degraded, never critical, and the overall cap is
+  not used (it is kept for hardware and fabric faults);
 * after each scenario ends the score is back above 90 within two health windows.
 
 The health window is shortened to 6 s (interval 1 s) so the test runs in well under a minute;
@@ -114,13 +116,18 @@ async def test_scenarios_move_the_score_and_it_recovers(demo_daemon):
         # -- TTFT surge on the serving engines -------------------------------------------------
         ctx.scenarios.activate("ttft-surge")
         body = await _wait_for(session, daemon,
-                               lambda b: any(d["signal"] == "ttft_p95" for d in b["detractors"]), 3 * WINDOW,
-                               "a TTFT detractor during the surge")
+                               lambda b: any(d["signal"] == "ttft_p95" and d["score"] == 0.0
+                                             for d in b["detractors"]), 3 * WINDOW,
+                               "a TTFT detractor past its bad level during the surge")
         ttft = next(d for d in body["detractors"] if d["signal"] == "ttft_p95")
         endpoints = {ep["name"] for ep in daemon.config["sources"]["serving"]["endpoints"]}
         assert ttft["target"].removeprefix("endpoint ") in endpoints
         assert "TTFT p95" in ttft["sentence"] and "SLO 1.5 s" in ttft["sentence"]
-        assert _component(body, "serving") < 100
-        assert body["serving"][ttft["target"].removeprefix("endpoint ")]["ttft_seconds"]["p95"] > 1.5
+        assert body["serving"][ttft["target"].removeprefix("endpoint ")]["ttft_seconds"]["p95"] >= 3.0
+        serving = next(c for c in body["components"] if c["name"] == "serving")
+        # the serving component is critical in its own right; the instance is degraded
+        assert (serving["score"], serving["capped_by"], serving["status"]) == (0.0, "ttft_p95", "critical")
+        assert body["status"] == "degraded" and body["cap"] is None and body["firing"] == []
+        assert {b["target"] for b in body["slo_breaches"]} >= {ttft["target"]}
         ctx.scenarios.deactivate("ttft-surge")
         await _wait_for(session, daemon, _healthy, 2 * WINDOW + SLACK, "recovery after the TTFT surge")

@@ -7,6 +7,18 @@ HEALTH_SCORE = catalog.declare(
     "Overall health of this instance, 0 (broken) to 100 (healthy): components weighted, capped at "
     "health.critical_cap while any critical signal fires. Absent when no signal has data.",
     (), source="health")
+HEALTH_STATUS = catalog.declare(
+    "infrapulse_health_status", catalog.GAUGE,
+    "Status of this instance as a state set: 1 for the current status (healthy, degraded, critical, "
+    "unknown), 0 for the other three. The status is the score in this daemon's bands "
+    "(health.status_thresholds), never healthy while a latency SLO is breached; the "
+    "InfrapulseHealthScoreLow alerts fire on it, so the bands are only configured here.",
+    ("status",), source="health")
+STATUS_THRESHOLD = catalog.declare(
+    "infrapulse_health_status_threshold", catalog.GAUGE,
+    "The score below which the status is at least `status` (degraded or critical): this daemon's "
+    "health.status_thresholds, for rules that compare aggregated scores with the same bands.",
+    ("status",), source="health")
 COMPONENT_SCORE = catalog.declare(
     "infrapulse_health_component_score", catalog.GAUGE,
     "Score 0-100 of one component (network, rdma, gpu, serving, topology, probe): its signals weighted, "

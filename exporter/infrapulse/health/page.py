@@ -87,6 +87,7 @@ def component_bars(components: list[dict[str, Any]], bands: dict[str, float]) ->
         if not comp["applicable"]:
             continue
         score = comp["score"]
+        color = COLORS.get(comp.get("status") or "unknown", COLORS["unknown"])  # the API's bands
         width = 0 if score is None else max(0.0, min(score, 100.0))
         capped = ""
         if comp["capped_by"]:

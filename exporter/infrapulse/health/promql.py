@@ -109,6 +109,13 @@ or
 ((role:infrapulse_health_score:min + {CLUSTER_HEADROOM}) and role:infrapulse_health_score:weighted_mean)"""
 
 
+# The daemons' own status bands per role (health.status_thresholds, exported by every instance):
+# the strictest instance of a role sets the bands its cluster score is alerted on.
+ROLE_STATUS_THRESHOLD = """max by (role, status) (
+  infrapulse_health_status_threshold * on (job, instance) group_left (role) infrapulse_node_info
+)"""
+
+
 def recording_rules(window: str = "1m") -> list[dict[str, str]]:
     """The rules as Prometheus rule-file entries (record name -> expression), in dependency order."""
     return [
@@ -120,4 +127,5 @@ def recording_rules(window: str = "1m") -> list[dict[str, str]]:
         {"record": "role:infrapulse_health_score:weighted_mean", "expr": CLUSTER_WEIGHTED_MEAN},
         {"record": "role:infrapulse_health_score:min", "expr": CLUSTER_MIN},
         {"record": "role:infrapulse_health_score:cluster", "expr": CLUSTER_SCORE},
+        {"record": "role:infrapulse_health_status_threshold:max", "expr": ROLE_STATUS_THRESHOLD},
     ]

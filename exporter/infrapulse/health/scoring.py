@@ -7,6 +7,11 @@
   an uncorrectable ECC error cannot hide behind seven healthy GPU signals.
 * The overall score is the weighted mean of the known components, capped at `critical_cap`
   while any critical signal fires (sub-score 0).
+* A latency SLO signal (TTFT/ITL p95) past its objective holds the status at `degraded` at best,
+  whatever the score; at or past its bad level it caps its component like a critical signal,
+  but not the overall score: the cap is kept for hardware and fabric faults.
+* Scores are rounded once, to SCORE_DIGITS, where they are made: the status, the metric and the
+  API all read the same number (never 99.99999999999999 beside 100).
 * Unknown is never healthy: a signal without data is left out, the weights renormalise over
   what is known, and the coverage ratio says how much of the model had data.
 """
@@ -16,16 +21,22 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from .coverage import CoverageNote
 from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
-from .signals import SIGNALS, Measurement, Signal
+from .signals import FLAG, SIGNALS, Measurement, Signal
 
 HEALTHY, DEGRADED, CRITICAL, UNKNOWN = "healthy", "degraded", "critical", "unknown"
+STATUSES = (HEALTHY, DEGRADED, CRITICAL, UNKNOWN)
+SCORE_DIGITS = 2
+
+
+def round_score(value: float | None) -> float | None:
+    """The one rounding every published score goes through."""
+    return None if value is None else round(value, SCORE_DIGITS)
 
 
 def curve(value: float, good: float, bad: float) -> float:
@@ -85,6 +96,27 @@ class TargetScore:
     score: float
 
 
+@dataclass(frozen=True)
+class SloBreach:
+    """One endpoint past a latency objective: the status cannot be healthy while it lasts."""
+
+    signal: str
+    component: str
+    target: str
+    value: float
+    objective: float  # the signal's good threshold (health.slo)
+    bad: float
+
+    @property
+    def past_bad(self) -> bool:
+        return self.value >= self.bad
+
+    def as_json(self) -> dict[str, Any]:
+        return {"signal": self.signal, "component": self.component, "target": self.target,
+                "value": self.value, "objective": self.objective, "bad": self.bad,
+                "past_bad": self.past_bad}
+
+
 @dataclass
 class SignalResult:
     signal: Signal
@@ -128,14 +160,33 @@ class ComponentResult:
         return any(s.applicable and s.enabled for s in self.signals)
 
 
+@dataclass(frozen=True)
+class DetractorPart:
+    """One signal's view of a detractor's target."""
+
+    component: str
+    result: SignalResult
+    target: TargetScore
+    impact: float
+
+
 @dataclass
 class Detractor:
+    """One target and what it costs: the signal costing the most first (`result`), then every
+    other signal that scores the same target (a switch port seen by pfc_pause_ratio and by
+    uplink_pfc_pause_ratio is one detractor naming both)."""
+
     rank: int
     component: str
     result: SignalResult
     target: TargetScore
-    impact: float  # points of the overall score this target costs (before caps)
+    impact: float  # points of the overall score this target costs, all its signals (before caps)
     sentence: str
+    others: list[DetractorPart] = field(default_factory=list)
+
+    @property
+    def signals(self) -> list[str]:
+        return [self.result.signal.name] + [p.result.signal.name for p in self.others]
 
 
 @dataclass
@@ -156,17 +207,46 @@ class Report:
     component_scores: dict[str, float | None] = field(default_factory=dict)  # published (smoothed)
     # Source instances whose mappings map to nothing: shown beside the score, not part of it.
     coverage_notes: list[CoverageNote] = field(default_factory=list)
+    slo_breaches: list[SloBreach] = field(default_factory=list)
+    component_status: dict[str, str] = field(default_factory=dict)
 
 
-def status_of(score: float | None, cfg: dict[str, Any]) -> str:
+def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = False) -> str:
+    """The status word of a score in the configured bands; a breached latency SLO is never healthy."""
     if score is None:
         return UNKNOWN
     levels = cfg["status_thresholds"]
     if score < levels["critical"]:
         return CRITICAL
-    if score < levels["degraded"]:
+    if score < levels["degraded"] or slo_breached:
         return DEGRADED
     return HEALTHY
+
+
+def apply_status(report: Report, cfg: dict[str, Any]) -> None:
+    """Status words from the published scores (after smoothing), in one set of bands: overall and
+    per component (the status page colours components with these)."""
+    report.status = status_of(report.score, cfg, bool(report.slo_breaches))
+    breached = {b.component for b in report.slo_breaches}
+    report.component_status = {name: status_of(report.component_scores.get(name, comp.score), cfg,
+                                               name in breached)
+                               for name, comp in report.components.items()}
+
+
+def slo_breaches(components: dict[str, ComponentResult]) -> list[SloBreach]:
+    """Every target of a known latency SLO signal that is past its objective (good)."""
+    out = []
+    for comp in components.values():
+        for result in comp.signals:
+            if not (result.signal.slo and result.known):
+                continue
+            st = result.settings
+            for t in result.targets:
+                if curve(t.measurement.value, st.good, st.bad) >= 100.0:
+                    break  # targets are sorted worst first
+                out.append(SloBreach(result.signal.name, comp.name, t.measurement.target,
+                                     t.measurement.value, st.good, st.bad))
+    return out
 
 
 def _weighted(pairs: list[tuple[float, float]]) -> float | None:
@@ -186,7 +266,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         st = settings[name]
         result = SignalResult(signal, st, values is not None)
         if values:
-            scored = [TargetScore(m, curve(m.value, st.good, st.bad)) for m in values]
+            scored = [TargetScore(m, round(curve(m.value, st.good, st.bad), SCORE_DIGITS)) for m in values]
             scored.sort(key=lambda t: (t.score, t.measurement.target))
             result.targets = scored
         comp = components.get(signal.component)
@@ -200,18 +280,20 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         applicable = [s for s in comp.signals if s.applicable and s.enabled]
         total = sum(s.settings.weight for s in applicable)
         comp.coverage = sum(s.settings.weight for s, _ in known) / total if total > 0 else 0.0
-        comp.mean = _weighted([(s.settings.weight, score) for s, score in known])
+        comp.mean = round_score(_weighted([(s.settings.weight, score) for s, score in known]))
         comp.score = comp.mean
-        critical = [(s, score) for s, score in known if s.settings.critical]
-        if comp.mean is not None and critical:
-            worst, worst_score = min(critical, key=lambda pair: pair[1])
+        # Critical signals cap their component at their own sub-score; a latency SLO signal at or
+        # past its bad level caps it the same way (at 0).
+        capping = [(s, score) for s, score in known if s.settings.critical or (s.signal.slo and score <= 0.0)]
+        if comp.mean is not None and capping:
+            worst, worst_score = min(capping, key=lambda pair: pair[1])
             if worst_score < comp.mean:
                 comp.score = worst_score
                 comp.capped_by = worst.signal.name
 
     scored_components = [(c.weight, c.score) for c in components.values()
                          if c.score is not None and c.weight > 0]
-    raw = _weighted(scored_components)
+    raw = round_score(_weighted(scored_components))
     applicable_components = [c for c in components.values() if c.applicable and c.weight > 0]
     total_weight = sum(c.weight for c in applicable_components)
     coverage = (sum(c.weight * c.coverage for c in applicable_components) / total_weight
@@ -223,52 +305,81 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
     if raw is not None and firing and raw > cap:
         score = cap
         capped_by = firing
+    breaches = slo_breaches(components)
     report = Report(
         timestamp=time.time() if timestamp is None else timestamp,
-        score=score, raw_score=raw, status=status_of(score, cfg), coverage=coverage,
+        score=score, raw_score=raw, status=UNKNOWN, coverage=coverage,
         components=components, detractors=[], capped_by=capped_by, cap=cap if firing else None,
         firing=firing,
         window_seconds=cfg["window"], event_window_seconds=cfg["event_window"],
+        slo_breaches=breaches,
     )
     report.detractors = top_detractors(report, max_detractors or cfg["detractors"])
     report.component_scores = {name: c.score for name, c in components.items()}
+    apply_status(report, cfg)
     return report
 
 
 def top_detractors(report: Report, count: int) -> list[Detractor]:
-    """The targets costing the most points: firing critical signals first, then by impact."""
+    """The targets costing the most points, one entry per target: firing critical signals first,
+    then by impact (summed over the signals that score the target)."""
     known = [c for c in report.components.values() if c.score is not None and c.weight > 0]
     total = sum(c.weight for c in known)
     if total <= 0:
         return []
+    by_target: dict[str, list[tuple[bool, DetractorPart]]] = {}
+    for comp in known:
+        signals = [s for s in comp.signals if s.known]
+        weight_sum = sum(s.settings.weight for s in signals)
+        for result in signals:
+            share = (comp.weight / total) * (result.settings.weight / weight_sum)
+            for target in result.targets:
+                if target.score >= 100.0:
+                    break  # targets are sorted worst first
+                firing = result.settings.critical and target.score <= 0.0
+                part = DetractorPart(comp.name, result, target, share * (100.0 - target.score))
+                by_target.setdefault(target.measurement.target, []).append((firing, part))
 
-    def candidates() -> Iterator[tuple[tuple[int, float, float, str, str], ComponentResult, SignalResult,
-                                       TargetScore, float]]:
-        for comp in known:
-            signals = [s for s in comp.signals if s.known]
-            weight_sum = sum(s.settings.weight for s in signals)
-            for result in signals:
-                share = (comp.weight / total) * (result.settings.weight / weight_sum)
-                for target in result.targets:
-                    if target.score >= 100.0:
-                        break  # targets are sorted worst first
-                    firing = result.settings.critical and target.score <= 0.0
-                    impact = share * (100.0 - target.score)
-                    yield (0 if firing else 1, -impact, target.score, result.signal.name,
-                           target.measurement.target), comp, result, target, impact
+    def rank_key(item: tuple[str, list[tuple[bool, DetractorPart]]]) -> tuple[int, float, float, str, str]:
+        name, parts = item
+        firing, first = min(parts, key=_part_order)
+        impact = sum(p.impact for _, p in parts)
+        return (0 if firing else 1, -impact, first.target.score, first.result.signal.name, name)
 
-    best = heapq.nsmallest(count, candidates(), key=lambda c: c[0])
     out = []
-    for rank, (_, comp, result, target, impact) in enumerate(best, start=1):
-        text = sentence(result.signal, target.measurement, result.settings.bad,
-                        result.settings.window_seconds)
-        out.append(Detractor(rank, comp.name, result, target, impact, text))
+    for rank, (_, parts) in enumerate(heapq.nsmallest(count, by_target.items(), key=rank_key), start=1):
+        ordered = [p for _, p in sorted(parts, key=_part_order)]
+        first, others = ordered[0], ordered[1:]
+        out.append(Detractor(rank, first.component, first.result, first.target,
+                             sum(p.impact for p in ordered), _detractor_sentence(first, others), others))
     return out
+
+
+def _part_order(item: tuple[bool, DetractorPart]) -> tuple[int, float, str]:
+    firing, part = item
+    return (0 if firing else 1, -part.impact, part.result.signal.name)
+
+
+def _detractor_sentence(first: DetractorPart, others: list[DetractorPart]) -> str:
+    """The sentence of the signal costing the most, then the other signals scoring the target:
+    by name alone where they measure the same value (the uplink_* view of a switch port)."""
+    text = sentence(first.result.signal, first.target.measurement, first.result.settings.bad,
+                    first.result.settings.window_seconds)
+    also = []
+    for part in others:
+        signal, value = part.result.signal, part.target.measurement.value
+        if signal.unit == first.result.signal.unit and value == first.target.measurement.value:
+            also.append(f"{signal.name} ({part.component})")
+        else:
+            phrase = signal.phrase if signal.unit == FLAG else signal.phrase.format(
+                value=format_value(signal.unit, value))
+            also.append(f"{signal.name} ({part.component}): {phrase}")
+    return f"{text}; also scored by {', '.join(also)}" if also else text
 
 
 # -- JSON ------------------------------------------------------------------------------------------
 
-def _round(value: float | None, digits: int = 2) -> float | None:
+def _round(value: float | None, digits: int = SCORE_DIGITS) -> float | None:
     return None if value is None else round(value, digits)
 
 
@@ -302,7 +413,7 @@ def report_json(report: Report) -> dict[str, Any]:
     components = []
     for name, comp in report.components.items():
         components.append({
-            "name": name, "weight": comp.weight,
+            "name": name, "weight": comp.weight, "status": report.component_status.get(name, UNKNOWN),
             "score": _round(report.component_scores.get(name, comp.score)), "raw_score": _round(comp.score),
             "mean": _round(comp.mean), "coverage": round(comp.coverage, 4), "capped_by": comp.capped_by,
             "applicable": comp.applicable,
@@ -312,11 +423,11 @@ def report_json(report: Report) -> dict[str, Any]:
         "timestamp": report.timestamp,
         "score": _round(report.score), "raw_score": _round(report.raw_score), "status": report.status,
         "coverage": round(report.coverage, 4), "cap": report.cap, "capped_by": report.capped_by,
-        "firing": report.firing,
+        "firing": report.firing, "slo_breaches": [b.as_json() for b in report.slo_breaches],
         "window_seconds": report.window_seconds, "event_window_seconds": report.event_window_seconds,
         "components": components,
         "detractors": [{
-            "rank": d.rank, "component": d.component, "signal": d.result.signal.name,
+            "rank": d.rank, "component": d.component, "signal": d.result.signal.name, "signals": d.signals,
             "target": d.target.measurement.target, "value": d.target.measurement.value,
             "value_text": format_value(d.result.signal.unit, d.target.measurement.value),
             "score": _round(d.target.score), "impact": _round(d.impact),

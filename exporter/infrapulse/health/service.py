@@ -31,10 +31,18 @@ from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import page
 from .coverage import coverage_notes
-from .families import COMPONENT_SCORE, COVERAGE, DETRACTOR, HEALTH_SCORE, SIGNAL_SCORE
+from .families import (
+    COMPONENT_SCORE,
+    COVERAGE,
+    DETRACTOR,
+    HEALTH_SCORE,
+    HEALTH_STATUS,
+    SIGNAL_SCORE,
+    STATUS_THRESHOLD,
+)
 from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
-from .scoring import Report, evaluate, report_json, resolve_settings, status_of
+from .scoring import STATUSES, Report, apply_status, evaluate, report_json, resolve_settings, round_score
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, Measurement, counters_by_window
 from .smoothing import Smoother
 
@@ -116,17 +124,24 @@ class HealthService:
         return report
 
     def _smooth(self, report: Report, now: float) -> None:
-        raw_status = status_of(report.score, self.config)
+        """Smoothing, then the one rounding and the status words of what is published."""
+        raw_status = report.status
         previous = self.report.status if self.report else None
-        report.score = self.smoother.apply("score", report.score, now, force=raw_status != previous)
-        report.status = status_of(report.score, self.config)
+        smooth = self.smoother.apply
+        report.score = round_score(smooth("score", report.score, now, force=raw_status != previous))
         for name, comp in report.components.items():
-            report.component_scores[name] = self.smoother.apply(("component", name), comp.score, now)
+            report.component_scores[name] = round_score(smooth(("component", name), comp.score, now))
+        apply_status(report, self.config)
 
     def _publish(self, report: Report) -> None:
         snap = Snapshot(report.timestamp)
         if report.score is not None:
             snap.add(HEALTH_SCORE, (), report.score)
+        for status in STATUSES:  # a state set: every status present, 1 for the current one
+            snap.add(HEALTH_STATUS, (status,), 1.0 if status == report.status else 0.0)
+        levels = self.config["status_thresholds"]
+        for status in ("degraded", "critical"):
+            snap.add(STATUS_THRESHOLD, (status,), float(levels[status]))
         snap.add(COVERAGE, (), report.coverage)
         for name, comp in report.components.items():
             score = report.component_scores.get(name)

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
@@ -89,7 +90,9 @@ async def close_parts(parts: list[DemoPart]) -> None:
             log.exception("closing simulator failed", extra={"part": part.name})
 
 
-def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
+def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict | None = None) -> dict:
+    """The daemon's config: every simulator's sources, and a `health:` section when given (the
+    end-to-end tests shorten the health windows with it)."""
     sources: dict = {}
     settings: dict = {}
     for part in parts:
@@ -97,8 +100,10 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str) -> dict:
         settings.update(part.settings)
     import yaml
 
-    text = yaml.safe_dump({**settings, "listen": listen, "interval": interval, "sources": sources})
-    return config_mod.load_text(text, "<demo>")
+    doc: dict[str, Any] = {**settings, "listen": listen, "interval": interval, "sources": sources}
+    if health:
+        doc["health"] = health
+    return config_mod.load_text(yaml.safe_dump(doc), "<demo>")
 
 
 def run_demo(args) -> int:
@@ -131,7 +136,8 @@ def run_demo(args) -> int:
     async def main() -> None:
         parts = await start_parts(ctx)
         try:
-            cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval)
+            cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval,
+                              getattr(args, "health", None))
             daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security,
                             source_options={OPEN_FAKE_KEY: open_fake})
             daemon.app_extensions.append(scenario_routes(ctx.scenarios))

@@ -44,7 +44,7 @@ from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from ..sources.gnmi.paths import parse_path, strip_module
 from . import gnmi_sonic
-from .scenarios import ScenarioBoard
+from .scenarios import PAUSE_US_PER_FRAME, ScenarioBoard
 
 SCENARIOS = {
     "pfc-storm": "switch side: leaf01's port to the first node receives a climbing PFC pause storm on "
@@ -173,8 +173,9 @@ class SimPort:
             prio_discards=[100 * i + 3 * p for p in range(PRIORITIES)],
             pg_shared=[4096 * (g + 1) + i for g in range(PRIORITIES)],
             pg_headroom=[512 * g + i for g in range(PRIORITIES)],
+            # a healthy watchdog: every storm it detected it also restored (detected - restored = 0)
             wd_stuck=[3 * q + i for q in range(PRIORITIES)],
-            wd_recovered=[2 * q + i for q in range(PRIORITIES)],
+            wd_recovered=[3 * q + i for q in range(PRIORITIES)],
             pfc_on2off=[(10 * i + p) // 2 for p in range(PRIORITIES)],
             q_wred_dropped=[q // 2 for q in range(PRIORITIES)],
             q_storms_detected=[i + q for q in range(PRIORITIES)],
@@ -258,7 +259,11 @@ class SimSwitch:
             p.q_tx_pkts[0] += int(tx * 0.2) // 4096
             p.q_tx_bytes[0] += int(tx * 0.2)
             p.q_ecn[3] += int(rng.random() * 3 * dt)
-            p.pfc_rx[3] += int(rng.random() * 2 * dt)
+            # A healthy lossless port: a pause frame now and then, each holding the priority for
+            # the 134 us a real ConnectX-6 Dx averaged (scenarios.PAUSE_US_PER_FRAME).
+            frames = int(rng.random() * 2 * dt)
+            p.pfc_rx[3] += frames
+            p.pfc_rx_us[3] += frames * PAUSE_US_PER_FRAME
             p.q_depth[3] = int(rng.random() * 20_000)
             p.q_watermark[3] = max(p.q_watermark[3], p.q_depth[3])
         if board is None:
@@ -280,8 +285,10 @@ class SimSwitch:
             p = ports[self.storm_port]
             if storming:
                 p.q_storms_detected[3] += 1
+                p.wd_stuck[3] += 1
             else:
                 p.q_storms_restored[3] += 1
+                p.wd_recovered[3] += 1
         if board.active("ecn-spike") and self.ecn_port < len(ports):
             p = ports[self.ecn_port]
             ramp = min(1.0, board.elapsed("ecn-spike") / 60.0)

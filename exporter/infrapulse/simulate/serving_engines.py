@@ -15,8 +15,10 @@ KV-cache capacity in tokens. Requests queue until a batch slot and KV room are f
 takes prompt/prefill_tps seconds; decode produces one token per ITL, which grows with the batch;
 a full KV cache preempts the newest request. So queueing, KV usage and TTFT respond to load.
 
-Scenarios (ctx.scenarios): ttft-surge (prefill 8x slower), queue-buildup (4x arrivals),
-engine-restart (counters and histograms reset, /metrics answers 503 for 3 s).
+Scenarios (ctx.scenarios): ttft-surge (prefill 10x slower and every first token waits 2 s on a
+congested KV-cache transfer: p95 ~4 s, every request past the 1 s SLI), queue-buildup (4x
+arrivals), engine-restart (/metrics answers 503 while active, as while a model reloads; then the
+engine comes back with counters and histograms from zero).
 """
 
 from __future__ import annotations
@@ -35,10 +37,16 @@ if TYPE_CHECKING:  # demo imports every simulator module, so only for the annota
     from .demo import DemoContext, DemoPart
 
 SCENARIOS = {
-    "ttft-surge": "serving engines prefill 8x slower: TTFT p95 rises well past its SLO",
+    "ttft-surge": "serving engines prefill 10x slower and every first token waits 2 s on a congested "
+                  "KV-cache transfer: TTFT p95 ~4 s, well past the 1.5 s SLO and its 3 s bad level",
     "queue-buildup": "serving engines get 4x the request rate: queues, KV-cache usage and TTFT grow",
-    "engine-restart": "serving engines restart: /metrics fails for 3 s, then counters start from zero",
+    "engine-restart": "serving engines restart: /metrics answers 503 while the scenario is active (a model "
+                      "reloading), then they come back with counters from zero",
 }
+# ttft-surge: how much slower prefill gets, and how long every first token waits on the KV-cache
+# transfer from prefill to decode (a congested path; the NIXL transfer histogram shows it).
+SURGE_PREFILL_FACTOR = 10.0
+SURGE_TRANSFER_STALL_SECONDS = 2.0
 
 # -- bucket bounds (reference section 3.1, 4, 5) -------------------------------------------------
 VLLM_TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
@@ -105,6 +113,7 @@ class Request:
     start: float = 0.0
     first_token: float = 0.0
     generated: float = 0.0
+    transfer: float = 0.0  # seconds of KV-cache transfer before the first token
 
 
 @dataclass
@@ -126,6 +135,7 @@ class LoadModel:
     queue_bounds: tuple = VLLM_LATENCY
     load_factor: Callable[[], float] = lambda: 1.0
     prefill_factor: Callable[[], float] = lambda: 1.0
+    transfer_stall: Callable[[], float] = lambda: 0.0  # seconds added to each KV-cache transfer
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -186,7 +196,8 @@ class LoadModel:
             self.kv_used += req.prompt
             self.queue_time.observe(self.now - req.arrival)
             prefill = req.prompt / (self.prefill_tps / self.prefill_factor())
-            req.first_token = self.now + prefill
+            req.transfer = 0.004 + req.prompt * 2e-6 + self.transfer_stall()
+            req.first_token = self.now + prefill + req.transfer
             self.prefilling.append(req)
             cached = int(req.prompt * 0.3)
             self.prompt_tokens += req.prompt
@@ -195,7 +206,7 @@ class LoadModel:
             self.prefilling.remove(req)
             self.ttft.observe(req.first_token - req.arrival)
             self.running.append(req)
-            self.xfer_seconds.observe(0.004 + req.prompt * 2e-6)
+            self.xfer_seconds.observe(req.transfer)
             self.xfer_bytes.observe(req.prompt * 131072.0)
         if not self.running:
             return
@@ -533,7 +544,6 @@ _BOUNDS = {
     "trtllm-serve": (VLLM_TTFT, TRTLLM_TPOT, VLLM_LATENCY, VLLM_LATENCY),
     "tgi": (TGI_DURATION, TGI_DURATION, TGI_DURATION, TGI_DURATION),
 }
-RESTART_OUTAGE_SECONDS = 3.0
 
 
 class EngineServer:
@@ -553,9 +563,10 @@ class EngineServer:
         ranks = dp_ranks if variant == "vllm" else 1
         self.ranks = [LoadModel(arrival_rate=arrival_rate / ranks, seed=seed + i, ttft_bounds=ttft,
                                 itl_bounds=itl, e2e_bounds=e2e, queue_bounds=queue,
-                                load_factor=self._load_factor, prefill_factor=self._prefill_factor, **load)
+                                load_factor=self._load_factor, prefill_factor=self._prefill_factor,
+                                transfer_stall=self._transfer_stall, **load)
                       for i in range(ranks)]
-        self._restarted_at: float | None = None
+        self._down = False  # engine-restart: down while the scenario is active
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -570,28 +581,32 @@ class EngineServer:
         return 4.0 if self._active("queue-buildup") else 1.0
 
     def _prefill_factor(self) -> float:
-        return 8.0 if self._active("ttft-surge") else 1.0
+        return SURGE_PREFILL_FACTOR if self._active("ttft-surge") else 1.0
+
+    def _transfer_stall(self) -> float:
+        return SURGE_TRANSFER_STALL_SECONDS if self._active("ttft-surge") else 0.0
 
     def restart(self) -> None:
         """Simulate an engine restart: all state and counters start again from zero."""
-        now = self.clock()
-        self._restarted_at = now
-        self._t0 = now
+        self._t0 = self.clock()
         for m in self.ranks:
             m.reset()
 
     def advance(self) -> None:
-        restart_active = self._active("engine-restart")
-        if restart_active and self._restarted_at is None:
+        """Move the load model to now; engine-restart holds it down while active and restarts it
+        from zero when it ends."""
+        down = self._active("engine-restart")
+        if self._down and not down:
             self.restart()
-        elif not restart_active:
-            self._restarted_at = None
+        self._down = down
+        if down:
+            return
         t = self.clock() - self._t0
         for m in self.ranks:
             m.advance(t)
 
     def restarting(self) -> bool:
-        return self._restarted_at is not None and self.clock() - self._restarted_at < RESTART_OUTAGE_SECONDS
+        return self._down
 
     def render(self) -> str:
         m = self.ranks[0]

@@ -63,6 +63,9 @@ class Signal:
     sources: tuple[str, ...]  # sources that provide it: the signal applies when one of them runs
     counters: tuple[str, ...] = ()  # families read as windowed increases
     critical: bool = False
+    # A latency objective (TTFT/ITL p95): past `good` the status is at best degraded, at or past
+    # `bad` it caps its component as a critical signal would, but never the overall score.
+    slo: bool = False
     thresholds_from: str = ""  # reuse another signal's configured thresholds by default
     requires_all_sources: bool = False
 

@@ -96,6 +96,7 @@ SIGNALS: list[Signal] = [
         measure=_latency("ttft"),
         families=("infrapulse_llm_time_to_first_token_seconds",),
         sources=("serving",),
+        slo=True,
     ),
     Signal(
         name="itl_p95",
@@ -114,6 +115,7 @@ SIGNALS: list[Signal] = [
         measure=_latency("itl"),
         families=("infrapulse_llm_inter_token_latency_seconds",),
         sources=("serving",),
+        slo=True,
     ),
     Signal(
         name="queue_ratio",
