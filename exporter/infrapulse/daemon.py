@@ -21,7 +21,7 @@ from aiohttp import web
 from . import config as config_mod
 from . import memory
 from .health import service as health_service
-from .http import make_app
+from .http import json_error, make_app
 from .httpguard import ClientErrorLog, ConnectionGuard, GuardLimits, HttpStats
 from .metrics import DaemonState, make_registry
 from .sources import registry as source_registry
@@ -91,7 +91,8 @@ class Daemon:
         guard = ConnectionGuard(GuardLimits.from_config(http_cfg), self.http_stats,
                                 security.ssl_context if security is not None else None)
         middlewares = [guard.middleware] + ([security.middleware] if security is not None else [])
-        app = make_app(self.store, self.state, self.registry, self.app_extensions, middlewares,
+        app = make_app(self.store, self.state, self.registry, [*self.app_extensions, self._source_routes],
+                       middlewares,
                        render_cache=http_cfg["render_cache"], csp_report_uri=http_cfg["csp_report_uri"])
         # keepalive_timeout closes idle keep-alive connections; lingering_time bounds reading
         # the unread body of a request that was answered.
@@ -112,6 +113,23 @@ class Daemon:
             raise RuntimeError(f"cannot listen on {self.listen}: {exc.strerror or exc}") from None
         self._guard = guard
         self.bound_port = self._server.sockets[0].getsockname()[1]
+
+    def _source_routes(self, app: web.Application) -> None:
+        """Each source's ROUTES, answered by the instance running when a request comes (sources
+        restart on reload; the app does not)."""
+        for name, cls in source_registry().items():
+            for method, path, attr in cls.ROUTES:
+                app.router.add_route(method, path, self._route_to(name, attr))
+
+    def _route_to(self, name: str, attr: str) -> Callable[[web.Request], Any]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            entry = self.sources.get(name)
+            if entry is None:
+                raise json_error(404, f"source {name!r} is not running on this daemon")
+            response: web.StreamResponse = await getattr(entry[0], attr)(request)
+            return response
+
+        return handler
 
     async def _stop_http(self) -> None:
         if self._server is not None:

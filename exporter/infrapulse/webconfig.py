@@ -27,6 +27,7 @@ import re
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import bcrypt
 import yaml
@@ -56,6 +57,14 @@ SCHEMA = Section(fields={
     "basic_auth_users": MapOf("User name -> bcrypt hash of the password.", value=Str()),
     "http_server_config": Section(fields={}),  # accepted for compatibility; nothing to set here
 })
+
+
+# Request key: the basic auth user the middleware admitted (absent without basic_auth_users), for
+# handlers that allow only some users (the probe source's perftest-server endpoint).
+try:
+    BASIC_AUTH_USER: Any = web.RequestKey("basic_auth_user", str)
+except AttributeError:  # aiohttp before 3.12 has no typed request keys
+    BASIC_AUTH_USER = "infrapulse.basic_auth_user"
 
 
 class WebConfigError(Exception):
@@ -268,12 +277,16 @@ class WebSecurity:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):
-        if not await self._authorized(request.headers.get("Authorization")):
+        header = request.headers.get("Authorization")
+        if not await self._authorized(header):
             response = web.Response(status=401, text="Unauthorized\n",
                                     headers={"WWW-Authenticate": 'Basic realm="infrapulse"'})
             # Clients send credentials on a new request anyway; a refused connection is not kept.
             response.force_close()
             return response
+        credential = parse_basic_auth(header) if self.config.users else None
+        if credential is not None:
+            request[BASIC_AUTH_USER] = credential[0]
         return await handler(request)
 
 

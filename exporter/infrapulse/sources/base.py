@@ -58,6 +58,9 @@ class Source:
     CONFIG: ClassVar[Section] = Section()
     # Which daemon role this source belongs to: "node" or "fabric".
     role: ClassVar[str] = "node"
+    # HTTP endpoints the source serves: (method, path, name of an async handler method taking the
+    # aiohttp request). The daemon routes them to the running instance (404 while none runs).
+    ROUTES: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         self.config = config

@@ -12,13 +12,15 @@ always-on latency mesh.
   baseline.py, state.py  baselines, verdicts, before/after records and their persistence
   inbox.py               result files written by Kubernetes Jobs or Slurm steps, ingested once
   source.py              the `probe` source: scheduling and publishing
+  peer.py, peer_server.py  perftest against a peer node: the client asks the peer's daemon for a
+                         server; the peer's authenticated POST /api/v1/probes/perftest-server
   mesh.py                the `mesh` source: a UDP responder and prober between the nodes' RDMA
                          netdev addresses; mesh_wire (the probe packet and the rate-limited
                          responder), mesh_peers (peer lists, grouping by switch, bounded peer
                          selection, local addresses), mesh_config, mesh_families
 
-Imports: `..base` and the top-level plumbing only; never `simulate`, `health`, `daemon` or
-`cli`, nor another source's package (other sources' series are read from the store by family
-name). The fake probe executables of the demo live in `simulate/` and are reached only as
-configured binary paths.
+Imports: `..base` and the top-level plumbing only (`http`, `webconfig`: the peers' endpoint);
+never `simulate`, `health`, `daemon` or `cli`, nor another source's package (other sources'
+series are read from the store by family name). The fake probe executables of the demo live in
+`simulate/` and are reached only as configured binary paths.
 """

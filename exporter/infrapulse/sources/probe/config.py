@@ -6,6 +6,7 @@ from typing import Any
 
 from ...schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Section, Str
 
+DEVICE_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
 METRICS = ("latency", "latency_p99", "latency_p99_9", "busbw", "bandwidth")
 
 NCCL_RUN = Section(doc="One nccl-tests run.", fields={
@@ -30,7 +31,74 @@ FLOOR = Section(doc="An absolute floor: a run worse than it is `below_floor` wha
 })
 
 
+PEER = Section(doc="A peer node whose daemon starts the perftest server side on request "
+                    "(its sources.probe.perftest.peer_server).", fields={
+    "name": Str("Peer name: the scope is `peer:<name>`.", required=True,
+                pattern=r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"),
+    "url": Str("Base URL of the peer's daemon, e.g. https://gpu-node-02:9477.", required=True,
+               pattern=r"https?://[^\s/?#]+/?"),
+    "device": Str("The peer's RDMA device that runs the server.", required=True, pattern=DEVICE_PATTERN),
+    "local_device": Str("This node's RDMA device that runs the client; empty: the first one in sysfs.",
+                        default="", pattern=r"|" + DEVICE_PATTERN),
+    "address": Str("Address the client reaches the peer's server on; empty: the one the peer answers "
+                   "(its device's netdev address).", default=""),
+    "token_file": Str("File holding the shared token (sent as X-Infrapulse-Probe-Token).", default=""),
+    "user": Str("Basic auth user of the peer's web config.", default=""),
+    "password_file": Str("File holding that user's password.", default=""),
+    "ca_file": Str("CA bundle the peer's TLS certificate must chain to; empty: the system's.", default=""),
+    "insecure_http": Bool("Allow a plain http:// URL (the token or password travel in the clear).",
+                          default=False),
+    "request_timeout": Duration("Limit of the request to the peer (connect, answer).", default="15s",
+                                min=0.1),
+    "retry_for": Duration("A busy peer (409, 429) is asked again for this long before the run is "
+                          "peer_busy.", default="20s", min=0),
+})
+
+PEER_SERVER = Section(doc="The server side for peers (off by default): POST /api/v1/probes/perftest-server "
+                          "starts one perftest server on an authenticated request. See docs/probes.md.",
+                      fields={
+    "enabled": Bool("Serve the endpoint (refused unless token_file or web config basic auth is set).",
+                    default=False),
+    "token_file": Str("File holding the shared token peers must send (X-Infrapulse-Probe-Token); empty: "
+                      "basic auth of the web config only.", default=""),
+    "allowed_users": ListOf("Web config basic auth users allowed to call it; empty: any.", item=Str(),
+                            default=[]),
+    "devices": ListOf("RDMA devices a peer may ask for; empty: any RDMA device in sysfs.",
+                      item=Str(pattern=DEVICE_PATTERN), default=[]),
+    "port_min": Int("Lowest TCP port of the server's exchange.", default=18600, min=1024, max=65535),
+    "port_max": Int("Highest TCP port of the server's exchange.", default=18631, min=1024, max=65535),
+    "address": Str("Address answered to the client; empty: the IPv4 address of the device's netdev.",
+                   default=""),
+    "timeout": Duration("The server is killed after this, whether or not a client came.", default="60s",
+                        min=0.1),
+    "min_interval": Duration("At least this long between two started servers.", default="5s", min=0),
+    "max_size": Int("Largest message size a peer may ask for.", default=1 << 26, min=1),
+    "max_iterations": Int("Most iterations a peer may ask for.", default=100000, min=10),
+})
+
+
+def _check_peers(section: dict[str, Any], path: str) -> None:
+    perftest = section["perftest"]
+    names = [p["name"] for p in perftest["peers"]]
+    if len(names) != len(set(names)):
+        raise SchemaError(f"{path}.perftest.peers", f"peer names must be unique, got {names}")
+    for i, peer in enumerate(perftest["peers"]):
+        where = f"{path}.perftest.peers[{i}]"
+        if bool(peer["user"]) != bool(peer["password_file"]):
+            raise SchemaError(where, "user and password_file go together")
+        if not peer["token_file"] and not peer["user"]:
+            raise SchemaError(where, "set token_file or user + password_file (the peer refuses anonymous "
+                                     "requests)")
+        if peer["url"].startswith("http://") and not peer["insecure_http"]:
+            raise SchemaError(f"{where}.url", "plain http sends the credentials in the clear: use https "
+                                              "(or set insecure_http: true)")
+    server = perftest["peer_server"]
+    if server["port_min"] > server["port_max"]:
+        raise SchemaError(f"{path}.perftest.peer_server.port_min", "must be <= port_max")
+
+
 def _check(section: dict[str, Any], path: str) -> None:
+    _check_peers(section, path)
     names = [r["name"] for r in section["nccl"]["runs"]]
     if len(names) != len(set(names)):
         raise SchemaError(f"{path}.nccl.runs", f"probe names must be unique, got {names}")
@@ -95,7 +163,8 @@ CONFIG = Section(
             "bandwidth_min_bytes": Int("Sizes from this on are tracked as bus bandwidth.", default=1 << 20,
                                        min=1),
         }),
-        "perftest": Section(doc="perftest between two RDMA NICs of this node (path=fabric).", fields={
+        "perftest": Section(doc="perftest between two RDMA NICs of this node, and against peers "
+                                "(path=fabric).", fields={
             "enabled": Bool("Run perftest.", default=True),
             "latency_binary": Str("Latency test binary.", default="ib_write_lat"),
             "bandwidth_binary": Str("Bandwidth test binary; empty: no bandwidth probe.",
@@ -118,6 +187,9 @@ CONFIG = Section(
             "report_gbits": Bool("Pass --report_gbits.", default=False),
             "extra_args": ListOf("Arguments for both sides, e.g. [-x, \"3\"] (GID index on RoCE).",
                                  item=Str(), default=[]),
+            "peers": ListOf("Peer nodes to run perftest against (scope peer:<name>), besides the local "
+                            "pairs.", item=PEER, default=[]),
+            "peer_server": PEER_SERVER,
         }),
         "inbox": Section(doc="Result files written by jobs (see deploy/kubernetes/probe-job.yaml).", fields={
             "dir": Str("Directory watched for result files; empty: none.", default=""),

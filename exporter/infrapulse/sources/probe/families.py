@@ -96,7 +96,8 @@ DURATION = _gauge(
 LAST_RESULT = _gauge(
     "infrapulse_probe_last_result",
     "1 for the result of a probe's last attempt: ok, busy (skipped: GPU processes, serving requests), "
-    "no_binary, timeout, failed, wrong_results.", ("probe", "result"))
+    "no_binary, timeout, failed, wrong_results; perftest against a peer (probe `<test>@<peer>`) also "
+    "peer_refused, peer_busy, peer_unreachable.", ("probe", "result"))
 RUNS = catalog.declare(
     "infrapulse_probe_runs_total", catalog.COUNTER,
     "Probe attempts by result (a busy node counts one skip per scheduled run, not per check).",
@@ -106,7 +107,8 @@ INGESTED = catalog.declare(
     "Result files from the inbox directory by outcome: ok, failed, wrong_results, unparsable, "
     "unreadable, too_large, no_scope.", ("result",), source=SOURCE)
 
-RESULTS = ("ok", "busy", "no_binary", "timeout", "failed", "wrong_results")
+RESULTS = ("ok", "busy", "no_binary", "timeout", "failed", "wrong_results", "peer_refused", "peer_busy",
+           "peer_unreachable")
 # How sentences name a version component: "since fw 28.39.1002 → 28.41.1000".
 COMPONENT_NAMES = {"nic_firmware": "fw", "nic_driver": "NIC driver", "gpu_driver": "GPU driver",
                    "kernel": "kernel", "nccl": "NCCL"}

@@ -27,12 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from ...store import Snapshot
 from ..base import Source, SourceContext, stale_after
 from . import families as fam
-from . import idle, inbox, runner, versions
+from . import idle, inbox, peer_server, runner, versions
 from .baseline import Observation, Settings, judge, nccl_observations, perftest_observations
 from .config import CONFIG
+from .peer import PeerPerftestProbe
 from .probes import NcclProbe, Pair, PerftestProbe, ProbeRun, RunContext, nccl_series, perftest_series
 from .state import StateError, StateFile, trim, trim_ingested
 
@@ -44,6 +47,7 @@ class ProbeSource(Source):
     name = "probe"
     role = "node"
     CONFIG = CONFIG
+    ROUTES = (("POST", peer_server.ROUTE, "perftest_server_handler"),)
 
     def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
         super().__init__(config, ctx)
@@ -59,6 +63,8 @@ class ProbeSource(Source):
         self.gpu: idle.GpuActivity | None = None
         if config["idle"]["gpu_processes"]:
             self.gpu = opener() if opener is not None else idle.NvmlActivity()
+        self.peer_server = peer_server.PeerServer(config, self.dir, self.idleness, self.rdma_devices,
+                                                  self._server_status)
 
     # -- life cycle ------------------------------------------------------------------------
 
@@ -90,8 +96,10 @@ class ProbeSource(Source):
             except OSError as exc:
                 self.log.warning("cannot create the inbox directory", extra={"error": str(exc)})
         self._dirty = True
+        self.peer_server.check_setup()
 
     async def close(self) -> None:
+        await self.peer_server.close()
         if self.running is not None:
             self.running.cancel()
             await asyncio.gather(self.running, return_exceptions=True)
@@ -114,7 +122,15 @@ class ProbeSource(Source):
             names.append(Path(cfg["perftest"]["latency_binary"]).name)
             if cfg["perftest"]["bandwidth_binary"]:
                 names.append(Path(cfg["perftest"]["bandwidth_binary"]).name)
+            names += [name for name, _test, _binary, _peer in self.peer_probes()]
         return names
+
+    def peer_probes(self) -> list[tuple[str, str, str, dict[str, Any]]]:
+        """(probe name `<test>@<peer>`, test, binary, peer) per perftest binary and peer."""
+        p = self.config["perftest"]
+        binaries = [b for b in (p["latency_binary"], p["bandwidth_binary"]) if b]
+        return [(f"{Path(b).name}@{peer['name']}", Path(b).name, b, peer) for peer in p["peers"]
+                for b in binaries]
 
     def rdma_devices(self) -> dict[str, str]:
         """RDMA device -> its hca_type (the NIC model floors match on)."""
@@ -155,6 +171,13 @@ class ProbeSource(Source):
                     out.append(PerftestProbe(Path(binary).name, binary, pairs, sizes, iters, p["base_port"],
                                              p["server_host"], p["json"], p["report_gbits"], p["extra_args"],
                                              models))
+            for name, test, binary, peer in self.peer_probes():
+                lat = test.endswith("_lat")
+                local = peer["local_device"] or min(models, default="")
+                out.append(PeerPerftestProbe(name, test, binary, peer, local,
+                                             p["latency_sizes" if lat else "bandwidth_sizes"],
+                                             p["latency_iterations" if lat else "bandwidth_iterations"],
+                                             p["json"], p["report_gbits"], p["extra_args"], models))
         return out
 
     def gpu_count(self) -> int:
@@ -216,11 +239,14 @@ class ProbeSource(Source):
 
     # -- running -----------------------------------------------------------------------------
 
+    async def idleness(self) -> idle.Idleness:
+        cfg = self.config["idle"]
+        return await asyncio.to_thread(idle.check, self.store, self.gpu, cfg["serving"],
+                                       cfg["maintenance_file"])
+
     async def start_due_run(self, now: float) -> None:
         slot = self.due(now)
-        cfg = self.config
-        idleness = await asyncio.to_thread(idle.check, self.store, self.gpu, cfg["idle"]["serving"],
-                                           cfg["idle"]["maintenance_file"])
+        idleness = await self.idleness()
         if not idleness.idle:
             self.skip_busy(slot, idleness.why)
             return
@@ -331,6 +357,18 @@ class ProbeSource(Source):
         self.store.record_success(self.name, probe, duration)
         status = self.store.status_of(self.name, probe)
         status.reason, status.message = result, message
+
+    # -- the perftest server for peers -----------------------------------------------------------
+
+    async def perftest_server_handler(self, request: web.Request) -> web.Response:
+        """POST /api/v1/probes/perftest-server (routed here by the daemon)."""
+        return await self.peer_server.handle(request)
+
+    def _server_status(self, reason: str, message: str) -> None:
+        if reason == "token_file":
+            self.store.record_failure(self.name, peer_server.STATUS_TARGET, reason, message)
+            return
+        self.set_status(peer_server.STATUS_TARGET, reason, message)
 
     # -- inbox -------------------------------------------------------------------------------
 
