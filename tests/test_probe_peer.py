@@ -145,6 +145,15 @@ def series(d: Daemon, family: str) -> dict[tuple[str, ...], float]:
     return {tuple(labels): float(v) for src, _t, labels, v in d.store.iter_family(family) if src == "probe"}
 
 
+def _servers_of(node: Node, cfg: dict[str, Any]) -> list[int]:
+    """perftest *server* processes the peer-server endpoint started (a `-p` within its port range),
+    not the node's own scheduled local-pair runs of the same binary."""
+    server = cfg["perftest"]["peer_server"]
+    ports = range(server["port_min"], server["port_max"] + 1)
+    return [pid for name in ("ib_write_lat", "ib_write_bw") for port in ports
+            for pid in _processes_with(str(node.bin[name]), f"-p\0{port}\0")]
+
+
 def _processes_with(*markers: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -281,7 +290,7 @@ async def test_the_endpoint_is_absent_or_refused_unless_enabled_with_authenticat
     async with daemon(b, no_auth) as db:
         status, doc, _ = await post(db.bound_port, GOOD)
         assert status == 403 and "no authentication is configured" in doc["error"]
-        assert not _processes_with("ib_write_lat", str(b.bin["ib_write_lat"]))
+        assert _servers_of(b, no_auth) == []
     b.token.write_text("short\n")
     async with daemon(b, server_side(b)) as db:
         st = status_of(db, "perftest_server")
@@ -363,10 +372,11 @@ async def test_min_interval_is_429_with_retry_after(nodes: tuple[Node, Node]) ->
 ])
 async def test_the_body_is_strict(nodes: tuple[Node, Node], body: Any, why: str) -> None:
     _a, b = nodes
-    async with daemon(b, server_side(b)) as db:
+    cfg = server_side(b)
+    async with daemon(b, cfg) as db:
         status, doc, _ = await post(db.bound_port, body, {TOKEN_HEADER: TOKEN})
         assert status == 400 and why in doc["error"], doc
-        assert not _processes_with(str(b.bin["ib_write_lat"]))
+        assert _servers_of(b, cfg) == []
 
 
 async def test_only_json_is_taken(nodes: tuple[Node, Node]) -> None:

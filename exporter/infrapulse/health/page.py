@@ -92,7 +92,6 @@ def component_bars(components: list[dict[str, Any]], bands: dict[str, float]) ->
         capped = ""
         if comp["capped_by"]:
             capped = f' <span class="capped">capped by {_esc(comp["capped_by"])}</span>'
-        color = COLORS[status_of(score, bands)]
         rows.append(
             f'<div class="component" data-component="{_esc(comp["name"])}" data-score="{_fmt(score)}">'
             f'<span class="cname">{_esc(comp["name"])}</span>'

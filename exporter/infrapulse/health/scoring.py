@@ -267,7 +267,10 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         result = SignalResult(signal, st, values is not None)
         if values:
             scored = [TargetScore(m, round(curve(m.value, st.good, st.bad), SCORE_DIGITS)) for m in values]
-            scored.sort(key=lambda t: (t.score, t.measurement.target))
+            # Equal scores (two targets both past bad, or both within good) are ordered by how
+            # far each is towards bad, so the worst target leads whatever the rounding did.
+            toward_bad = 1.0 if st.bad >= st.good else -1.0
+            scored.sort(key=lambda t: (t.score, -toward_bad * t.measurement.value, t.measurement.target))
             result.targets = scored
         comp = components.get(signal.component)
         if comp is None:
