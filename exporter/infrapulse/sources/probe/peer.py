@@ -26,10 +26,8 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from . import runner
-from .baseline import perftest_observations
 from .peer_server import ROUTE, TOKEN_HEADER
-from .probes import PerftestProbe, ProbeRun, RunContext, perftest_series
-from .results import ProbeParseError
+from .probes import PerftestProbe, ProbeRun, RunContext
 
 MAX_ANSWER_BYTES = 64 * 1024
 RETRY_STATUSES = (409, 429)
@@ -172,22 +170,5 @@ class PeerPerftestProbe(PerftestProbe):
             return exc.reason, f"peer {self.peer['name']}: {exc}"
         address = self.peer["address"] or answer.address or urlsplit(self.peer["url"]).hostname or ""
         tag = f"{self.peer['name']}-{size}"
-        argv = self._argv(path, self.local_device, answer.port, size)
-        json_file = ctx.workdir / f"client-{tag}.json"
-        if use_json:
-            argv += ["--out_json", "--out_json_file", str(json_file)]
-        outcome = await runner.run(argv + [address], ctx.workdir / f"client-{tag}.txt",
-                                   ctx.deadline - time.monotonic(), ctx.env, str(ctx.workdir), ctx.nice,
-                                   ctx.io_idle)
-        run.output = outcome.output
-        if outcome.status != "ok":
-            return outcome.status, f"{self.scope} size {size}: {outcome.message}"
-        try:
-            result = self._parse(outcome.output, json_file if use_json else None)
-        except ProbeParseError as exc:
-            return "failed", f"{self.scope} size {size}: {exc}"
-        result.device = result.device or self.local_device
-        run.series += perftest_series(result, self.scope, "fabric")
-        run.observations += perftest_observations(result, self.scope, "fabric",
-                                                  self.nic_models.get(self.local_device, ""))
-        return None
+        return await self._client(path, self.local_device, answer.port, size, address, self.scope, tag,
+                                  use_json, ctx, run)

@@ -226,27 +226,33 @@ class PerftestProbe:
             return "failed", f"cannot start the {pair.server} server: {exc.strerror or exc}"
         try:
             await _wait_listening(server, min(ctx.deadline, time.monotonic() + SERVER_READY_SECONDS))
-            client_argv = self._argv(path, pair.client, port, size)
-            json_file = ctx.workdir / f"client-{tag}.json"
-            if use_json:
-                client_argv += ["--out_json", "--out_json_file", str(json_file)]
-            outcome = await runner.run(client_argv + [self.server_host], ctx.workdir / f"client-{tag}.txt",
-                                       ctx.deadline - time.monotonic(), ctx.env, str(ctx.workdir), ctx.nice,
-                                       ctx.io_idle)
-            run.output = outcome.output
-            if outcome.status != "ok":
-                return outcome.status, f"{pair.scope} size {size}: {outcome.message}"
-            try:
-                result = self._parse(outcome.output, json_file if use_json else None)
-            except ProbeParseError as exc:
-                return "failed", f"{pair.scope} size {size}: {exc}"
-            result.device = result.device or pair.client
-            run.series += perftest_series(result, pair.scope, "fabric")
-            run.observations += perftest_observations(result, pair.scope, "fabric",
-                                                      self.nic_models.get(pair.client, ""))
-            return None
+            return await self._client(path, pair.client, port, size, self.server_host, pair.scope, tag,
+                                      use_json, ctx, run)
         finally:
             await server.wait(time.monotonic() + 2.0)
+
+    async def _client(self, path: str, device: str, port: int, size: int, host: str, scope: str, tag: str,
+                      use_json: bool, ctx: RunContext, run: ProbeRun) -> tuple[str, str] | None:
+        """Run the client side against a listening server (this node's other NIC or a peer's) and
+        add its series and observations to `run`; (status, message) when it did not succeed."""
+        argv = self._argv(path, device, port, size)
+        json_file = ctx.workdir / f"client-{tag}.json"
+        if use_json:
+            argv += ["--out_json", "--out_json_file", str(json_file)]
+        outcome = await runner.run(argv + [host], ctx.workdir / f"client-{tag}.txt",
+                                   ctx.deadline - time.monotonic(), ctx.env, str(ctx.workdir), ctx.nice,
+                                   ctx.io_idle)
+        run.output = outcome.output
+        if outcome.status != "ok":
+            return outcome.status, f"{scope} size {size}: {outcome.message}"
+        try:
+            result = self._parse(outcome.output, json_file if use_json else None)
+        except ProbeParseError as exc:
+            return "failed", f"{scope} size {size}: {exc}"
+        result.device = result.device or device
+        run.series += perftest_series(result, scope, "fabric")
+        run.observations += perftest_observations(result, scope, "fabric", self.nic_models.get(device, ""))
+        return None
 
     def _parse(self, text: str, json_file: Path | None) -> PerftestResult:
         if json_file is not None and json_file.exists():
