@@ -5,9 +5,10 @@ The stack (all Debian binaries on loopback, see vm_stack.py and scale_cluster.py
 
 - three node daemons (gpu-node-01..03, in one process with their simulators) and two fabric
   collectors (`infrapulse run`, shards 0/2 and 1/2 of the four simulated gNMI switches);
-- two Prometheus servers keeping their halves of both jobs with `hashmod` on __address__:
-  shard 0 in agent mode, shard 1 a server; both remote-write everything to one VictoriaMetrics,
-  each with the external label prometheus="shard-<i>";
+- two Prometheus servers running deploy/prometheus/remote-write/victoriametrics.yml (loopback
+  targets, 2 s interval): each keeps its half of both jobs with `hashmod` on __address__, shard 0
+  in agent mode, shard 1 a server; both remote-write everything to one VictoriaMetrics, with the
+  example's external labels (cluster, prometheus="shard-<i>");
 - vmalert evaluating alerts/*.rules.yaml unchanged against VictoriaMetrics, writing the recording
   rules and ALERTS back into it;
 - a second vmalert with the alerts that the crash tests expect (health and sharding rules) in a
@@ -53,6 +54,7 @@ from vm_stack import (
     Vmalert,
     hashmod_shard,
     http_json,
+    shard_config,
 )
 
 NODES = 3
@@ -65,6 +67,8 @@ SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
 # What vmalert writes back: recording rules (level:metric:operations) and alert state.
 NOT_SCRAPED = "ALERTS|ALERTS_FOR_STATE|.+:.+"
 DASHBOARD_DEADLINE = 90.0
+# The Prometheus shards run this example, with loopback targets and a 2 s interval.
+REMOTE_WRITE_EXAMPLE = ROOT / "deploy" / "prometheus" / "remote-write" / "victoriametrics.yml"
 
 
 class FabricCollector(Service):
@@ -150,9 +154,10 @@ class ScaleStack:
         self.vm = self._start(VictoriaMetrics(self.workdir))
         self.rules_sink, self.fast_sink = NotifierSink(), NotifierSink()
         self.sinks = [self.rules_sink, self.fast_sink]
-        self.prometheus = [self._start(PrometheusShard(self.workdir, i, SHARDS, self.jobs, self.vm.write_url,
-                                                       f"{INTERVAL:g}s", agent=(i == 0)))
-                           for i in range(SHARDS)]
+        example = yaml.safe_load(REMOTE_WRITE_EXAMPLE.read_text())
+        self.prometheus = [self._start(PrometheusShard(
+            self.workdir, shard_config(example, i, SHARDS, self.jobs, self.vm.write_url, f"{INTERVAL:g}s"),
+            i, agent=(i == 0))) for i in range(SHARDS)]
         self.rule_files = sorted((ROOT / "alerts").glob("*.rules.yaml"))
         self.vmalert = self._start(Vmalert("vmalert", self.workdir, self.rule_files, self.vm.url,
                                            self.rules_sink.url, f"{INTERVAL:g}s", remote_write=self.vm.url))
@@ -196,7 +201,8 @@ class ScaleStack:
         job = NODE_JOB if address in self.node_addresses else FABRIC_JOB
         with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:  # noqa: S310
             values = parse_exposition(r.read().decode())
-        target = {"job": job, "instance": address, "prometheus": f"shard-{self.shard_of_target(address)}"}
+        external = self.prometheus[self.shard_of_target(address)].external_labels
+        target = {**external, "job": job, "instance": address}
         series = {_labels(name, dict(labels), target) for name, labels in values}
         return series | {_labels(name, {}, target) for name in SCRAPE_SERIES}
 

@@ -8,6 +8,7 @@ and started again on the same port and data directory.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -170,35 +171,40 @@ class Vmalert(Service):
         return http_json(self.url + "/api/v1/rules")["data"]["groups"]
 
 
+def shard_config(example: dict[str, Any], index: int, count: int, jobs: dict[str, list[str]],
+                 remote_write: str, interval: str) -> dict[str, Any]:
+    """A remote-write example (deploy/prometheus/remote-write/) made to run here: every job keeps
+    hashmod share `index` of `count` of the given loopback targets, scrapes every `interval`, and
+    writes to `remote_write` in short batches; external label prometheus="shard-<index>"."""
+    cfg = copy.deepcopy(example)
+    cfg["global"].update(scrape_interval=interval, scrape_timeout=interval)
+    cfg["global"]["external_labels"]["prometheus"] = f"shard-{index}"
+    for job in cfg["scrape_configs"]:
+        job.pop("file_sd_configs")
+        job.update(static_configs=[{"targets": jobs[job["job_name"]]}], scrape_interval=interval,
+                   scrape_timeout=interval)
+        hashmod, keep = job["relabel_configs"]  # the example's two rules, nothing else
+        assert hashmod["action"] == "hashmod" and keep == {
+            "source_labels": [hashmod["target_label"]], "regex": keep["regex"], "action": "keep"}, job
+        hashmod["modulus"], keep["regex"] = count, str(index)
+    (remote,) = cfg["remote_write"]
+    remote["url"] = remote_write
+    # Short batches so a test sees a sample in VictoriaMetrics about a second after the scrape.
+    remote["queue_config"].update(batch_send_deadline="1s", min_backoff="100ms", max_backoff="1s")
+    return cfg
+
+
 class PrometheusShard(Service):
     """Prometheus keeping shard `index` of `count` of every job (hashmod on __address__) and
     remote-writing all of it; in agent mode it stores nothing locally but the WAL."""
 
-    def __init__(self, workdir: Path, index: int, count: int, jobs: dict[str, list[str]], remote_write: str,
-                 interval: str, agent: bool) -> None:
+    def __init__(self, workdir: Path, config: dict[str, Any], index: int, agent: bool) -> None:
         super().__init__(f"prometheus-shard-{index}", workdir, "/-/ready")
-        self.index, self.count, self.agent = index, count, agent
-        self.external_label = f"shard-{index}"
+        self.index, self.agent = index, agent
+        self.external_labels: dict[str, str] = config["global"]["external_labels"]
         self.data = workdir / f"prometheus-{index}-data"
         self.config_path = workdir / f"prometheus-{index}.yml"
-        self.config_path.write_text(yaml.safe_dump(self.config(jobs, remote_write, interval)))
-
-    def config(self, jobs: dict[str, list[str]], remote_write: str, interval: str) -> dict[str, Any]:
-        keep_my_shard = [
-            {"source_labels": ["__address__"], "modulus": self.count, "target_label": "__tmp_hashmod",
-             "action": "hashmod"},
-            {"source_labels": ["__tmp_hashmod"], "regex": str(self.index), "action": "keep"},
-        ]
-        return {
-            "global": {"scrape_interval": interval, "scrape_timeout": interval,
-                       "external_labels": {"prometheus": self.external_label}},
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": targets}],
-                                "relabel_configs": keep_my_shard} for job, targets in jobs.items()],
-            # Short batches so a test sees a sample in VictoriaMetrics about a second after the scrape.
-            "remote_write": [{"url": remote_write,
-                              "queue_config": {"batch_send_deadline": "1s", "min_backoff": "100ms",
-                                               "max_backoff": "1s"}}],
-        }
+        self.config_path.write_text(yaml.safe_dump(config))
 
     def argv(self) -> list[str]:
         common = [PROMETHEUS, f"--config.file={self.config_path}",
