@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -387,10 +388,17 @@ def _firing(sink: NotifierSink, since: float, alertname: str, **labels: str) -> 
     return [a for t, a in sink.alerts(since, alertname=alertname, **labels) if not _resolved(t, a)]
 
 
+def _timestamp(text: str) -> float:
+    """An RFC 3339 time as vmalert writes it (nanosecond fractions, which fromisoformat refuses)."""
+    m = re.fullmatch(r"(.+T\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)", text)
+    assert m, text
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(m.group(1) + zone).timestamp() + float(m.group(2) or 0)
+
+
 def _resolved(received: float, alert: dict) -> bool:
     """vmalert sends a resolved alert with endsAt = the time it resolved (else in the future)."""
-    ends = datetime.fromisoformat(alert["endsAt"].replace("Z", "+00:00")[:26] + "+00:00").timestamp()
-    return ends <= received + 0.5
+    return _timestamp(alert["endsAt"]) <= received + 0.5
 
 
 def _wait(what: str, condition, timeout: float, stack: ScaleStack) -> Any:
