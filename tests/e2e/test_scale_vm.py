@@ -22,6 +22,7 @@ in file order: the last two kill a fabric collector and then the agent.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -319,30 +320,34 @@ def test_vmalert_evaluates_the_unchanged_rule_files_into_victoriametrics(stack: 
 
 def test_cluster_health_score_spans_both_shards_and_matches_its_definition(stack: ScaleStack) -> None:
     """role:infrapulse_health_score:cluster as vmalert recorded it equals the formula applied to
-    the raw series, and the node instances behind it were written by both Prometheus shards (no
-    single shard could compute it). vmalert chains rules through remote write: the cluster rule
-    reads weighted_mean and min as they were last flushed, so it matches the raw series of one of
-    the last few evaluations rather than necessarily its own timestamp."""
+    the node instances' raw scores, and those instances were written by both Prometheus shards (no
+    single shard could compute it). vmalert chains rules through remote write and each shard's
+    samples arrive on their own schedule, so the evaluation may have seen each node's score of any
+    of the last few scrapes: the recorded value must be the formula over one such combination."""
     (row,) = stack.vm.wait_for('role:infrapulse_health_score:cluster{role="node"}', lambda r: len(r) == 1)
     at, recorded = float(row["value"][0]), float(row["value"][1])
     info = stack.vm.query('infrapulse_node_info{role="node"}', at)
     assert {r["metric"]["prometheus"] for r in info} == {f"shard-{i}" for i in range(SHARDS)}
     assert {r["metric"]["hostname"] for r in info} == {f"gpu-node-0{i + 1}" for i in range(NODES)}
-    nodes = {r["metric"]["instance"] for r in info}
+    nodes = sorted(r["metric"]["instance"] for r in info)
 
-    def cluster_score(when: float) -> float:
-        def by_instance(name: str) -> dict[str, float]:
-            return {r["metric"]["instance"]: float(r["value"][1]) for r in stack.vm.query(name, when)
-                    if r["metric"]["instance"] in nodes}
+    def recent(name: str) -> dict[str, set[float]]:
+        """Each node's values of `name` in the ten seconds up to the evaluation."""
+        found: dict[str, set[float]] = {}
+        for labels, samples in stack.vm.export(name, at - 10, at).items():
+            instance = dict(labels)["instance"]
+            if instance in nodes:
+                found.setdefault(instance, set()).update(v for _, v in samples)
+        return found
 
-        score = by_instance("infrapulse_health_score")
-        coverage = by_instance("infrapulse_health_coverage_ratio")
-        assert set(score) == set(coverage) == nodes
-        weighted = sum(score[i] * coverage[i] for i in nodes) / sum(coverage.values())
-        return min(weighted, min(score.values()) + 50)
-
-    candidates = [cluster_score(at - lag * INTERVAL) for lag in range(5)]
-    assert any(math.isclose(recorded, c, abs_tol=1e-6) for c in candidates), (recorded, candidates)
+    scores, coverages = recent("infrapulse_health_score"), recent("infrapulse_health_coverage_ratio")
+    assert set(scores) == set(coverages) == set(nodes)
+    candidates = []
+    for score in itertools.product(*(sorted(scores[n]) for n in nodes)):
+        for coverage in itertools.product(*(sorted(coverages[n]) for n in nodes)):
+            weighted = sum(s * c for s, c in zip(score, coverage)) / sum(coverage)
+            candidates.append(min(weighted, min(score) + 50))
+    assert any(math.isclose(recorded, c, abs_tol=1e-6) for c in candidates), (recorded, scores, coverages)
 
 
 # -- no series lost or duplicated -----------------------------------------------------------------
