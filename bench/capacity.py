@@ -173,7 +173,11 @@ def start_loadgen(template_path: Path, nodes: int, workdir: Path) -> tuple[Proce
     port = free_port()
     gen = Process("loadgen", [sys.executable, str(ROOT / "bench" / "loadgen.py"), "serve", str(template_path),
                               "--nodes", str(nodes), "--port", str(port)], workdir)
-    gen.wait(f"http://127.0.0.1:{port}/node/0/metrics")
+    try:
+        gen.wait(f"http://127.0.0.1:{port}/node/0/metrics")
+    except BaseException:
+        gen.stop()
+        raise
     return gen, port
 
 
