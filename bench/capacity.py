@@ -112,7 +112,11 @@ class Process:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if ready_url:
-            self.wait(ready_url)
+            try:
+                self.wait(ready_url)
+            except BaseException:
+                self.stop()  # never leave a half-started process behind
+                raise
 
     def wait(self, url: str, timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
