@@ -130,7 +130,9 @@ def build() -> Dashboard:
         tags=["correlation", "noc", "ml"],
         variables=[
             query_variable("job", "label_values(infrapulse_build_info, job)"),
-            query_variable("node", 'label_values(infrapulse_node_info{job=~"$job"}, hostname)', multi=False),
+            # node instances only: fabric collectors have their own infrapulse_node_info
+            query_variable("node", 'label_values(infrapulse_node_info{job=~"$job", role=~"node|both"}, '
+                                   'hostname)', multi=False),
             query_variable("endpoint", 'label_values(infrapulse_llm_endpoint_up{job=~"$job"}, endpoint)'),
         ],
         panels=panels,

@@ -2,8 +2,9 @@
 # Make sure the Debian packages the test suite drives for real are present:
 # prometheus (+promtool), prometheus-alertmanager (+amtool), prometheus-node-exporter (a peer
 # in tests and benchmarks), chromium (status-page screenshot test) and docker-compose
-# (validates compose.yaml; no Docker engine is needed), systemd (systemd-analyze verify), and curl
-# and jq (the quickstarts' commands, which tests/e2e/test_quickstarts.py runs).
+# (validates compose.yaml; no Docker engine is needed), systemd (systemd-analyze verify), curl
+# and jq (the quickstarts' commands, which tests/e2e/test_quickstarts.py runs) and victoria-metrics
+# (the single-node server and vmalert: the scale e2e test remote-writes to it).
 # As root with apt, missing ones are installed; otherwise this says exactly what is missing.
 set -euo pipefail
 
@@ -18,6 +19,8 @@ declare -A need=(
   [/usr/bin/systemd-analyze]=systemd
   [/usr/bin/curl]=curl
   [/usr/bin/jq]=jq
+  [/usr/bin/victoria-metrics]=victoria-metrics
+  [/usr/bin/vmalert]=victoria-metrics
 )
 missing=()
 for bin in "${!need[@]}"; do
@@ -33,7 +36,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -qq --no-install-recommends $packages >/dev/null
   # The Debian packages start their services where an init system runs; the tests start
   # their own instances on free ports, so stop any that came up.
-  for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+  for svc in prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics; do
     (command -v systemctl >/dev/null && systemctl stop "$svc" 2>/dev/null) || true
   done
   exit 0

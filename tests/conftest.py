@@ -2,7 +2,8 @@
 
 tests/ holds the unit tests (`make unit`): pure Python, no system package. tests/e2e/ holds what
 drives the system tools (Prometheus, Alertmanager, promtool, amtool, node_exporter, Chromium,
-docker-compose, systemd-analyze) or runs the whole daemon against every simulator (`make e2e`).
+docker-compose, systemd-analyze, VictoriaMetrics, vmalert) or runs the whole daemon against every
+simulator (`make e2e`).
 A unit test that starts one of those tools fails with a pointer to tests/e2e/.
 """
 
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 SYSTEM_TOOLS = frozenset({
     "prometheus", "promtool", "prometheus-alertmanager", "alertmanager", "amtool",
     "prometheus-node-exporter", "node_exporter", "chromium", "docker-compose", "systemd-analyze",
-    "curl", "jq",
+    "curl", "jq", "victoria-metrics", "vmalert",
 })
 
 

@@ -46,7 +46,49 @@ def scaling_examples() -> list[tuple[str, str]]:
 
 
 def test_scaling_doc_has_checked_examples():
-    assert len(scaling_examples()) >= 4
+    assert len(scaling_examples()) >= 3
+
+
+REMOTE_WRITE = DEPLOY / "prometheus" / "remote-write"
+# backend -> (file, the write path its URL must end in, the external label telling HA members apart)
+REMOTE_WRITE_EXAMPLES = {
+    "victoriametrics": ("victoriametrics.yml", "/api/v1/write", "prometheus"),
+    "victoriametrics cluster": ("victoriametrics-cluster.yml", "/insert/0/prometheus/api/v1/write",
+                                "prometheus"),
+    "mimir": ("mimir.yml", "/api/v1/push", "__replica__"),
+    "thanos receive": ("thanos-receive.yml", "/api/v1/receive", "replica"),
+}
+
+
+@pytest.mark.parametrize("backend", sorted(REMOTE_WRITE_EXAMPLES))
+def test_remote_write_examples_fit_an_agent(backend: str):
+    """Every example can run in agent mode (no rules, no alerting: the backend's ruler evaluates
+    alerts/), writes to its backend's ingestion path, labels its samples with a cluster and a
+    per-server label, and scrapes both infrapulse jobs from the shipped target files.
+    tests/e2e/test_deploy_tools.py runs `promtool check config --agent` on each."""
+    name, path, member_label = REMOTE_WRITE_EXAMPLES[backend]
+    cfg = yaml.safe_load((REMOTE_WRITE / name).read_text())
+    assert not {"rule_files", "alerting"} & set(cfg)
+    (remote,) = cfg["remote_write"]
+    assert remote["url"].endswith(path)
+    assert {"cluster", member_label} <= set(cfg["global"]["external_labels"])
+    jobs = {job["job_name"]: job for job in cfg["scrape_configs"]}
+    assert set(jobs) == {"infrapulse-node", "infrapulse-fabric"}
+    for job in jobs.values():
+        for pattern in job["file_sd_configs"][0]["files"]:
+            assert list(REMOTE_WRITE.glob(pattern)), pattern
+    if backend == "mimir":
+        assert remote["headers"]["X-Scope-OrgID"]
+
+
+def test_the_sharded_victoriametrics_example_keeps_one_hashmod_share_of_every_job():
+    cfg = yaml.safe_load((REMOTE_WRITE / "victoriametrics.yml").read_text())
+    for job in cfg["scrape_configs"]:
+        hashmod, keep = job["relabel_configs"]
+        assert hashmod == {"source_labels": ["__address__"], "modulus": 2,
+                           "target_label": "__tmp_hashmod", "action": "hashmod"}
+        assert keep == {"source_labels": ["__tmp_hashmod"], "regex": "0", "action": "keep"}
+    assert cfg["global"]["external_labels"]["prometheus"] == "shard-0"
 
 
 # -- Grafana provisioning --------------------------------------------------------------------
@@ -64,6 +106,16 @@ def test_grafana_datasource_has_fixed_uid_and_dashboards_provider_reads_the_moun
     assert mounts["./dashboards"] == prov["options"]["path"]
     assert mounts["./deploy/grafana/provisioning/datasources"] == "/etc/grafana/provisioning/datasources"
     assert mounts["./deploy/grafana/provisioning/dashboards"] == "/etc/grafana/provisioning/dashboards"
+
+
+def test_grafana_has_a_victoriametrics_datasource_on_the_compose_service():
+    ds = yaml.safe_load((DEPLOY / "grafana/provisioning/datasources/infrapulse.yaml").read_text())
+    vm = next(d for d in ds["datasources"] if d["name"] == "VictoriaMetrics")
+    assert vm["type"] == "prometheus" and vm["uid"] == "infrapulse-victoriametrics"
+    assert vm["isDefault"] is False  # Prometheus stays the default: the profile is optional
+    service = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["victoriametrics"]
+    listen = next(a.split("=", 1)[1] for a in service["command"] if a.startswith("-httpListenAddr="))
+    assert vm["url"] == f"http://victoriametrics{listen}"
 
 
 # -- compose and Dockerfile ------------------------------------------------------------------
@@ -99,6 +151,41 @@ def test_compose_prometheus_paths_resolve_inside_the_container():
         assert target, f"{in_container} is not under a mounted folder"
         on_host = ROOT / mounts[target] / posixpath.relpath(in_container, target)
         assert list(on_host.parent.glob(on_host.name)), f"{relative} -> {on_host} does not exist"
+
+
+def _in_container(service: dict, path: str) -> Path:
+    """The host file behind a path inside a compose service (through its read-only repo mounts)."""
+    mounts = {target: source for source, target, *_ in (v.split(":") for v in service["volumes"])
+              if source.startswith("./")}
+    target = next((t for t in mounts if path.startswith(t + "/")), None)
+    assert target, f"{path} is not under a mounted folder"
+    return ROOT / mounts[target] / posixpath.relpath(path, target)
+
+
+def test_compose_victoriametrics_profile_wires_agent_store_and_vmalert():
+    """`--profile victoriametrics`: the agent's config and its file_sd targets, and vmalert's rule
+    glob, resolve to repo files inside the containers; everything points at the compose services."""
+    services = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    profile = {name for name, s in services.items() if s.get("profiles")}
+    assert profile == {"victoriametrics", "prometheus-agent", "vmalert"}
+    assert all(services[name]["profiles"] == ["victoriametrics"] for name in profile)
+    for name in profile:
+        assert re.fullmatch(r"[\w./-]+:v\d+\.\d+\.\d+", services[name]["image"]), name
+    agent = services["prometheus-agent"]
+    assert "--agent" in agent["command"]
+    config_path = next(a.split("=", 1)[1] for a in agent["command"] if a.startswith("--config.file="))
+    cfg = yaml.safe_load(_in_container(agent, config_path).read_text())
+    assert cfg["remote_write"][0]["url"] == "http://victoriametrics:8428/api/v1/write"
+    for job in cfg["scrape_configs"]:
+        for pattern in job["file_sd_configs"][0]["files"]:
+            in_container = posixpath.normpath(posixpath.join(posixpath.dirname(config_path), pattern))
+            assert _in_container(agent, in_container).exists(), pattern
+    vmalert = dict(a.split("=", 1) for a in services["vmalert"]["command"])
+    assert sorted(_in_container(services["vmalert"], vmalert["-rule"]).parent.glob("*.rules.yaml")) == \
+        sorted((ROOT / "alerts").glob("*.rules.yaml"))
+    for flag in ("-datasource.url", "-remoteWrite.url", "-remoteRead.url"):
+        assert vmalert[flag] == "http://victoriametrics:8428"
+    assert vmalert["-notifier.url"] == "http://alertmanager:9093"
 
 
 def test_compose_alertmanager_reads_the_repo_config():
@@ -225,6 +312,72 @@ def test_fabric_statefulset_shards_by_pod_ordinal(tmp_path: Path):
     assert posixpath.dirname(gnmi["defaults"]["password_file"]) == _mount_of(sts, "gnmi")
     switches = yaml.safe_load(find("ConfigMap", "infrapulse-fabric")["data"]["switches.yaml"])
     assert len(switches["targets"]) >= 2
+
+
+def _field(doc: dict, path: str) -> tuple[dict | list, str | int]:
+    """(parent, key) of a kustomize fieldPath like spec.a.[name=x].b in a manifest."""
+    node: dict | list = doc
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part.startswith("[") and part.endswith("]"):
+            key, value = part[1:-1].split("=", 1)
+            index = next(j for j, item in enumerate(node) if item.get(key) == value)
+            if last:
+                return node, index
+            node = node[index]
+        elif last:
+            return node, part
+        else:
+            node = node[part]
+    raise AssertionError(path)
+
+
+def kustomize_replicas_then_replacements(kustomization: dict, docs: list[dict]) -> list[dict]:
+    """What kustomize does with this kustomization's `replicas` and then `replacements` (the
+    order its builtin transformers run in): a scalar replacement copies the source's value and
+    keeps the target's type (kubernetes-sigs/kustomize#4494), so an env value stays a string."""
+    docs = copy.deepcopy(docs)
+
+    def select(selector: dict) -> list[dict]:
+        return [d for d in docs
+                if d["kind"] == selector["kind"] and d["metadata"]["name"] == selector["name"]]
+
+    for replica in kustomization.get("replicas", []):
+        for doc in docs:
+            if doc["metadata"]["name"] == replica["name"] and "replicas" in doc.get("spec", {}):
+                doc["spec"]["replicas"] = replica["count"]
+    for replacement in kustomization.get("replacements", []):
+        (source,) = select(replacement["source"])
+        parent, key = _field(source, replacement["source"]["fieldPath"])
+        value = parent[key]
+        for target in replacement["targets"]:
+            for doc in select(target["select"]):
+                for path in target["fieldPaths"]:
+                    parent, key = _field(doc, path)
+                    parent[key] = type(parent[key])(value)
+    return docs
+
+
+def test_fabric_shard_count_follows_the_replica_count(tmp_path: Path):
+    """The base and deploy/kubernetes-fabric-shards/: INFRAPULSE_SHARD_COUNT is the StatefulSet's
+    replica count after kustomize (checked by hand with kubectl kustomize, kustomize v5.5.0), a
+    string, and the scaled StatefulSet still validates."""
+    base = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    overlay_dir = DEPLOY / "kubernetes-fabric-shards"
+    overlay = yaml.safe_load((overlay_dir / "kustomization.yaml").read_text())
+    assert [posixpath.normpath(posixpath.join("deploy/kubernetes-fabric-shards", r))
+            for r in overlay["resources"]] == ["deploy/kubernetes"]
+    assert overlay["replacements"] == base["replacements"]
+    (replicas,) = overlay["replicas"]
+    built = kustomize_replicas_then_replacements(base, k8s_documents())
+    built = kustomize_replicas_then_replacements(overlay, built)
+    (sts,) = [d for d in built if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "infrapulse-fabric"]
+    env = {e["name"]: e for e in _container(sts)["env"]}
+    unscaled = find("StatefulSet", "infrapulse-fabric")["spec"]["replicas"]
+    assert sts["spec"]["replicas"] == replicas["count"] != unscaled
+    assert env["INFRAPULSE_SHARD_COUNT"]["value"] == str(replicas["count"])
+    assert kubernetes_validate.validate(sts, KUBERNETES_VERSION, strict=True)
 
 
 def test_services_and_monitors_select_the_pods():

@@ -13,6 +13,7 @@ from conftest import E2E, ROOT, SYSTEM_TOOLS
 
 
 @pytest.mark.parametrize("argv", [["promtool", "--version"], ["/usr/bin/chromium", "--headless"],
+                                  ["vmalert", "-dryRun"],
                                   "systemd-analyze verify x.service"])
 def test_a_unit_test_cannot_start_a_system_tool(argv: list[str] | str) -> None:
     with pytest.raises(AssertionError, match=r"belongs in tests/e2e/"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_deploy import DEPLOY, ROOT, scaling_examples
+from test_deploy import DEPLOY, REMOTE_WRITE, ROOT, scaling_examples
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -62,6 +62,28 @@ def test_promtool_accepts_scaling_doc_examples(tmp_path: Path, title, block):
     assert result.returncode == 0, f"{title}:\n{result.stdout}{result.stderr}"
 
 
+AGENT_CONFIGS = sorted(REMOTE_WRITE.glob("*.yml")) + [DEPLOY / "victoriametrics" / "prometheus-agent.yml"]
+
+
+@pytest.mark.parametrize("path", AGENT_CONFIGS, ids=lambda p: p.name)
+def test_promtool_accepts_the_agent_mode_remote_write_configs(path: Path):
+    """The remote_write examples (VictoriaMetrics single and cluster, Mimir, Thanos Receive) and
+    the compose profile's agent. Only the single-node VictoriaMetrics one also runs end to end
+    (tests/e2e/test_scale_vm.py); the cluster version, Mimir and Thanos are checked here only."""
+    promtool = need("promtool", "prometheus")
+    result = run([promtool, "check", "config", "--agent", str(path)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_agent_check_refuses_rules(tmp_path: Path):
+    """--agent fails a config that needs a rule evaluator: the check above means something."""
+    promtool = need("promtool", "prometheus")
+    path = tmp_path / "agent.yml"
+    path.write_text((REMOTE_WRITE / "victoriametrics.yml").read_text() + "rule_files: [x.yaml]\n")
+    assert run([promtool, "check", "config", "--agent", str(path)], cwd=REMOTE_WRITE).returncode != 0
+
+
 # -- compose ---------------------------------------------------------------------------------
 
 def test_docker_compose_config_validates():
@@ -69,7 +91,16 @@ def test_docker_compose_config_validates():
     result = run([compose, "-f", str(ROOT / "compose.yaml"), "config"], cwd=ROOT)
     assert result.returncode == 0, result.stderr
     normalised = yaml.safe_load(result.stdout)
-    assert set(normalised["services"]) == {"infrapulse", "prometheus", "alertmanager", "grafana"}
+    services = normalised["services"]
+    # docker-compose 1.29's `config` lists every profile's services; the default stack has none.
+    assert {name for name, s in services.items() if not s.get("profiles")} == {
+        "infrapulse", "prometheus", "alertmanager", "grafana"}
+    assert {name for name, s in services.items() if s.get("profiles") == ["victoriametrics"]} == {
+        "victoriametrics", "prometheus-agent", "vmalert"}
+    profiled = run([compose, "-f", str(ROOT / "compose.yaml"), "--profile", "victoriametrics", "config",
+                    "--services"], cwd=ROOT)
+    assert profiled.returncode == 0, profiled.stderr
+    assert set(profiled.stdout.split()) == set(services)
 
 
 def test_docker_compose_rejects_an_unknown_key(tmp_path: Path):
@@ -138,7 +169,7 @@ def test_documented_capability_opt_in_verifies_and_adds_only_its_capability(tmp_
 
     def exposure(path: Path) -> float:
         result = run([analyze, "security", "--offline=yes", "--no-pager", str(path)])
-        return float(re.search(r"Overall exposure level for \S+: ([\d.]+)",
-                               result.stdout + result.stderr).group(1))
+        found = re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout + result.stderr)
+        return float(found.group(1))
 
     assert exposure(unit) < exposure(opted) <= 2.0

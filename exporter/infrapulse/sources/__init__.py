@@ -3,9 +3,9 @@
 Owns: `SOURCES`, the registry the config schema, the daemon, the CLI and the docs read. Adding a
 source means adding its class here (and its subsystem folder); nothing is discovered by scanning.
 
-Imports: each subpackage may import `base`, the top-level plumbing (`schema`, `store`,
-`catalog`, `scrape`, `textparse`, `rates`, `backoff`) and its own modules. Never `simulate`,
-`health`, `daemon` or `cli`.
+Imports: each subpackage may import `base`, `budget` (the series budget), the top-level plumbing
+(`schema`, `store`, `catalog`, `scrape`, `textparse`, `rates`, `backoff`) and its own modules.
+Never `simulate`, `health`, `daemon` or `cli`.
 
   nic/      RDMA ports from /sys/class/infiniband, NIC driver stats through the ethtool ioctl
   gpu/      NVML (poller + XID watcher) and dcgm-exporter ingestion, sharing one family set

@@ -17,13 +17,17 @@ import os
 import time
 from typing import Any
 
+from ...store import Snapshot
 from ..base import Source, SourceContext
 from . import shard as shard_mod
 from .config import CONFIG, TargetsFileError, merge_target, read_targets_file
+from .families import SHARD_COUNT
 from .profile import Profile, load_profiles
 from .session import SwitchSession
 
 HOUSEKEEPING_SECONDS = 1.0
+# The store instance holding this collector's shard (a name no switch can have: see TARGET's pattern).
+SHARD_TARGET = "#shard"
 
 
 class GnmiSource(Source):
@@ -53,6 +57,7 @@ class GnmiSource(Source):
             self.store.record_failure(self.name, "shard", "config", str(exc))
             self.log.error("cannot determine this instance's shard", extra={"error": str(exc)})
             return
+        self.publish_shard()
         try:
             await self.reload_targets()
             while True:
@@ -64,6 +69,12 @@ class GnmiSource(Source):
                     session.housekeeping(now)
         finally:
             await self.close()
+
+    def publish_shard(self) -> None:
+        """Export which shard this collector is, so the collectors' indices can be checked together."""
+        snapshot = Snapshot()
+        snapshot.add(SHARD_COUNT, (str(self.shard.index),), float(self.shard.count))
+        self.store.publish(self.name, SHARD_TARGET, snapshot, stale_after=float("inf"))
 
     def wanted_targets(self) -> list[dict[str, Any]]:
         targets = list(self.config["targets"])
@@ -116,10 +127,11 @@ class GnmiSource(Source):
         return bool(self.config["targets_file"]) and self._stamp() != self._targets_file_stamp
 
     async def close(self) -> None:
+        self.store.remove(self.name, SHARD_TARGET)
         sessions, self.sessions = list(self.sessions.values()), {}
         await asyncio.gather(*(s.stop() for s in sessions), return_exceptions=True)
 
 
 SOURCE = GnmiSource
 
-__all__ = ["SOURCE", "GnmiSource", "CONFIG", "HOUSEKEEPING_SECONDS"]
+__all__ = ["SOURCE", "GnmiSource", "CONFIG", "HOUSEKEEPING_SECONDS", "SHARD_TARGET"]

@@ -28,6 +28,7 @@ from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Snapshot
 from ...textparse import MetricFamily
 from ..base import PollingSource, SourceContext, TargetResult
+from ..budget import SeriesBudget
 from . import families as fam
 
 TARGET = "dcgm"
@@ -321,6 +322,9 @@ class DcgmSource(PollingSource):
                 "node; nvml leaves these out and provides every other family. When nvml is not "
                 "running (disabled, or no NVML library) dcgm provides every family it maps.",
                 item=Str(), default=list(fam.DEFAULT_DCGM_OWNS)),
+            "max_series": Int("Most series this source may export (after ownership); new series past it are "
+                              "dropped and counted in infrapulse_source_series_dropped_total.",
+                              default=20_000, min=1),
         },
     )
 
@@ -329,6 +333,7 @@ class DcgmSource(PollingSource):
         self.scraper = Scraper()
         self.mapper = DcgmMapper(ctx.hostname, self._foreign_host)
         self._foreign_logged: set[str] = set()
+        self.budget = SeriesBudget(config["max_series"])
         fam.ownership(self.store).dcgm_patterns = tuple(config["owns"])
 
     def _foreign_host(self, host: str) -> None:
@@ -357,7 +362,11 @@ class DcgmSource(PollingSource):
             self.store.count_unmapped(self.name, TARGET, field, unmapped.example, unmapped.samples)
         ownership = fam.ownership(self.store)
         ownership.filter(snap, ownership.dcgm_exports)
-        return [TargetResult(TARGET, snap)]
+        dropped = self.budget.apply(snap)
+        if not dropped:
+            return [TargetResult(TARGET, snap)]
+        self.store.count_dropped_series(self.name, TARGET, dropped)
+        return [TargetResult(TARGET, snap, partial_errors=[SeriesBudget.message(dropped, self.budget.limit)])]
 
     def default_target(self) -> str:
         return TARGET

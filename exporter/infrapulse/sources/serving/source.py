@@ -12,7 +12,9 @@ engine's series vanish rather than go stale) and records the reason on
 `infrapulse_source_up{source="serving",target=<endpoint>}`.
 
 `passthrough: true` also re-exposes the engine's own families unchanged plus an `endpoint`
-label (an engine label of that name becomes `exported_endpoint`, as Prometheus does).
+label (an engine label of that name becomes `exported_endpoint`, as Prometheus does). An endpoint
+holds at most `max_series` series (normalised ones first, see `budget`); the rest are dropped,
+counted in infrapulse_source_series_dropped_total, and the endpoint reported `partial`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot
 from ...textparse import MetricFamily
 from ..base import Source, SourceContext, stale_after
+from ..budget import SeriesBudget
 from . import normalize as norm
 from .coverage import mapping_coverage
 
@@ -212,6 +215,9 @@ class ServingSource(Source):
             "history": Duration("Ignored, accepted so existing configs still load: the health service keeps "
                                 "the TTFT/ITL readings its own health.window needs.", default="10m", min=10,
                                 deprecated=HISTORY_DEPRECATED),
+            "max_series": Int("Most series one endpoint may hold, normalised and passthrough together (a "
+                              "histogram counts once); new series past it are dropped and counted in "
+                              "infrapulse_source_series_dropped_total.", default=10_000, min=1),
         },
     )
 
@@ -225,6 +231,7 @@ class ServingSource(Source):
         self.scraper = Scraper()
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
+        self.budgets = {ep.name: SeriesBudget(config["max_series"]) for ep in self.endpoints}
 
     def stale_after(self, ep: Endpoint) -> float:
         return stale_after(ep.interval)
@@ -273,11 +280,16 @@ class ServingSource(Source):
         engine = norm.engine_label(fmt, families)
         snapshot = Snapshot()
         norm.normalise(families, fmt, ep.name, engine, ep.keep, ep.model, snapshot)
-        self._report_coverage(ep, families, fmt, engine, snapshot)
         partial = []
         if ep.passthrough:
             skipped = passthrough_series(result.families, ep.name, snapshot)
             partial += [f"passthrough {name}: name taken by another type" for name in skipped[:5]]
+        budget = self.budgets[ep.name]
+        dropped = budget.apply(snapshot)
+        if dropped:
+            self.store.count_dropped_series(self.name, ep.name, dropped)
+            partial.append(SeriesBudget.message(dropped, budget.limit))
+        self._report_coverage(ep, families, fmt, engine, snapshot)
         snapshot.add(norm.ENDPOINT_UP, (ep.name, engine), 1.0)
         started_at = _process_start(families)
         if started_at is not None:
