@@ -165,12 +165,12 @@ class Sink:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
 
-def template_for(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+def template_for(args: argparse.Namespace, workdir: Path, probes: bool = False) -> dict[str, Any]:
     path = Path(args.template) if args.template else workdir / "template.json"
     if path.exists():
         return json.loads(path.read_text())
     print(f"capturing the node template ({args.interval:g}s between two scrapes) ...", flush=True)
-    return loadgen.capture(path, args.interval)
+    return loadgen.capture(path, args.interval, probes=probes)
 
 
 def start_loadgen(template_path: Path, nodes: int, workdir: Path) -> tuple[Process, int]:
@@ -505,8 +505,8 @@ def daemon(args: argparse.Namespace) -> dict[str, Any]:
 # -- series: per node and per switch port, by source ----------------------------------------------------
 
 def series(args: argparse.Namespace) -> dict[str, Any]:
-    """Exposed series by source (catalog family -> source), from a node daemon (the template) and
-    from a fabric collector subscribed to the demo's four switches."""
+    """Exposed series by source (catalog family -> source), from a node daemon (the template, with the
+    active probes and the latency mesh on) and from a fabric collector on the demo's four switches."""
     from infrapulse import catalog, docs
 
     docs.load_everything()
@@ -521,7 +521,7 @@ def series(args: argparse.Namespace) -> dict[str, Any]:
 
     workdir = Path(tempfile.mkdtemp(prefix="capacity-series-"))
     try:
-        template = template_for(args, workdir)
+        template = template_for(args, workdir, probes=True)
         node: dict[str, int] = {}
         for text, *_ in template["series"]:
             src = source_of(text.split("{", 1)[0])

@@ -61,13 +61,15 @@ def scrape(url: str) -> str:
 
 
 async def run_node_daemon(interval: float, workdir: Path, ready: asyncio.Event, stop: asyncio.Event,
-                          port: int) -> None:
-    """The demo's node-role simulators and one node daemon on `port` until `stop` is set."""
+                          port: int, probes: bool = False) -> None:
+    """The demo's node-role simulators and one node daemon on `port` until `stop` is set; with
+    `probes`, the active probes and the latency mesh too (the series table counts them, the
+    capacity runs keep the node as measured without them)."""
     import yaml
 
     from infrapulse import config as config_mod
     from infrapulse.daemon import Daemon
-    from infrapulse.simulate import gpus, node, serving_engines
+    from infrapulse.simulate import gpus, mesh, node, probe, serving_engines
     from infrapulse.simulate.demo import DemoContext, close_parts
     from infrapulse.simulate.nvml_fake import open_fake
     from infrapulse.simulate.scenarios import ScenarioBoard
@@ -76,7 +78,7 @@ async def run_node_daemon(interval: float, workdir: Path, ready: asyncio.Event, 
     ctx = DemoContext(workdir=workdir, scenarios=ScenarioBoard(), hostname=TEMPLATE_HOST)
     parts = []
     try:
-        for module in (node, gpus, serving_engines):
+        for module in (node, gpus, serving_engines, *((probe, mesh) if probes else ())):
             parts.append(await module.demo_part(ctx))
         sources: dict[str, Any] = {}
         for part in parts:
@@ -94,7 +96,7 @@ async def run_node_daemon(interval: float, workdir: Path, ready: asyncio.Event, 
         await close_parts(parts)
 
 
-def capture(path: Path, interval: float, warmup: float = 20.0) -> dict[str, Any]:
+def capture(path: Path, interval: float, warmup: float = 20.0, probes: bool = False) -> dict[str, Any]:
     """Run a node daemon, scrape it twice `interval` apart, write the template."""
     import socket
     import tempfile
@@ -106,7 +108,7 @@ def capture(path: Path, interval: float, warmup: float = 20.0) -> dict[str, Any]
     loop = asyncio.new_event_loop()
     ready, stop = asyncio.Event(), asyncio.Event()
     with tempfile.TemporaryDirectory(prefix="capacity-node-") as workdir:
-        node = run_node_daemon(min(interval, 5.0), Path(workdir), ready, stop, port)
+        node = run_node_daemon(min(interval, 5.0), Path(workdir), ready, stop, port, probes)
         thread = threading.Thread(target=loop.run_until_complete, args=(node,), daemon=True)
         thread.start()
         deadline = time.monotonic() + 60
