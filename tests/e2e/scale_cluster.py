@@ -30,7 +30,7 @@ import yaml
 
 from infrapulse import config as config_mod
 from infrapulse.daemon import Daemon
-from infrapulse.simulate import gnmi_target, gpus, node, serving_engines
+from infrapulse.simulate import gnmi_target, gpus, mesh, node, probe, serving_engines
 from infrapulse.simulate.demo import DEMO_NODES, DemoContext, DemoPart, close_parts, scenario_routes
 from infrapulse.simulate.nvml_fake import open_fake
 from infrapulse.simulate.scenarios import ScenarioBoard
@@ -41,11 +41,12 @@ NODE_SOURCES_OFF = {"infiniband": {"enabled": False}, "ethtool": {"enabled": Fal
                     "nvml": {"enabled": False}}
 
 
-def node_config(interval: str, parts: list[DemoPart]) -> dict[str, Any]:
+def node_config(interval: str, parts: list[DemoPart], state_dir: Path) -> dict[str, Any]:
     sources: dict[str, Any] = {}
     for part in parts:
         sources.update(part.sources)
-    return config_mod.load_text(yaml.safe_dump({"interval": interval, "sources": sources}), "<scale node>")
+    return config_mod.load_text(yaml.safe_dump({"interval": interval, "sources": sources,
+                                                "state_dir": str(state_dir)}), "<scale node>")
 
 
 def fabric_config(gnmi: dict[str, Any], index: int, count: int, interval: str) -> dict[str, Any]:
@@ -65,9 +66,14 @@ async def run(args: argparse.Namespace) -> None:
     per_node: list[DemoPart] = []
     daemons: list[Daemon] = []
     try:
-        for module in (gnmi_target, node, serving_engines):
+        # Every node-role part of the demo, the latency mesh included, on every node ...
+        for module in (gnmi_target, node, serving_engines, mesh):
             shared.append(await module.demo_part(ctx))
         fabric_part, node_parts = shared[0], shared[1:]
+        # ... and the active probes on the first one only: the fake's firmware upgrade waits for that
+        # node's probe baseline, which runs on other nodes would otherwise count towards.
+        probe_part = await probe.demo_part(ctx)
+        shared.append(probe_part)
         for i in range(args.fabric_shards):
             cfg = fabric_config(fabric_part.sources["gnmi"], i, args.fabric_shards, args.interval)
             config_mod.load_text(yaml.safe_dump(cfg), f"fabric-{i}.yaml")  # fail here, not in the test
@@ -77,7 +83,9 @@ async def run(args: argparse.Namespace) -> None:
             node_dir.mkdir(parents=True, exist_ok=True)
             gpu_part = await gpus.demo_part(DemoContext(workdir=node_dir, scenarios=board, hostname=hostname))
             per_node.append(gpu_part)
-            daemon = Daemon(node_config(args.interval, [*node_parts, gpu_part]), hostname=hostname,
+            parts = [*node_parts, gpu_part, *([] if daemons else [probe_part])]
+            daemon = Daemon(node_config(args.interval, parts, node_dir / "state"),
+                            hostname=hostname,
                             listen_override=f"127.0.0.1:{port}", source_options={OPEN_FAKE_KEY: open_fake})
             if not daemons:
                 daemon.app_extensions.append(scenario_routes(board))

@@ -68,7 +68,9 @@ SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
                  "scrape_samples_post_metric_relabeling", "scrape_series_added")
 # What vmalert writes back: recording rules (level:metric:operations) and alert state.
 NOT_SCRAPED = "ALERTS|ALERTS_FOR_STATE|.+:.+"
-DASHBOARD_DEADLINE = 90.0
+# The probe panels need a firmware change after three probe rounds (fw-upgrade-regression) and
+# a 2 s remote-write + vmalert round trip: minutes on a loaded 2-core machine.
+DASHBOARD_DEADLINE = 240.0
 # The Prometheus shards run this example, with loopback targets and a 2 s interval.
 REMOTE_WRITE_EXAMPLE = ROOT / "deploy" / "prometheus" / "remote-write" / "victoriametrics.yml"
 
@@ -359,7 +361,7 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     addresses = [a for job_addresses in stack.jobs.values() for a in job_addresses]
     matched: dict[str, int] = {}
     diffs: dict[str, tuple[set[Labels], set[Labels]]] = {}
-    for _ in range(8):
+    for _ in range(16):  # the probe node's series change with its runs (every 6 s): enough tries
         pending = [a for a in addresses if a not in matched]
         if not pending:
             break
