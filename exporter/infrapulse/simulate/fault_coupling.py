@@ -58,7 +58,7 @@ def _flapping(elapsed: float) -> float:
 NETWORK_EFFECTS: dict[str, NetworkEffect] = {
     "pfc-storm": NetworkEffect(Slowdown(itl=2.4, prefill=3.0), _ramp(0.3, 20)),
     "link-flap": NetworkEffect(Slowdown(itl=2.4, prefill=3.0), _flapping),
-    "ecn-spike": NetworkEffect(Slowdown(itl=1.6, prefill=2.0), _ramp(0.2, 30)),
+    "ecn-spike": NetworkEffect(Slowdown(itl=1.5, prefill=2.0), _ramp(0.2, 30)),
     "rdma-retrans": NetworkEffect(Slowdown(itl=1.4, prefill=1.5), _ramp(0.3, 20)),
 }
 GPU_FAULTS = ("xid",)  # the GPU is lost while active (simulate/data/gpus.yaml `scenarios.xid`)
