@@ -19,6 +19,34 @@ def sw(metric: str, **extra: str) -> str:
     return sel(metric, SWITCH, **extra)
 
 
+def _config_matrix() -> dict:
+    """Node x parameter: one row per node and netdev, one column per CC parameter / ECN flag; cells
+    of a node in the fleet's minority configuration are highlighted by the second query."""
+    panel = table(
+        "RoCE config matrix (node x parameter)",
+        "DCQCN parameters (infrapulse_nic_roce_cc_parameter) of every RoCE netdev, one row per node "
+        "(an outer join of its netdevs), one column per parameter. Rows whose "
+        "`minority` column is 1 run a configuration fewer nodes run than the most common one.",
+        [target(by("instance, interface, role, parameter", sel("infrapulse_nic_roce_cc_parameter")),
+                instant=True, table=True),
+         target(f"max by (instance, interface) ({sel('instance_interface:infrapulse_nic_roce_config_minority:bool')})",
+                instant=True, table=True)],
+        width=24, height=10)
+    panel["transformations"] = [
+        {"id": "joinByField", "options": {"byField": "instance", "mode": "outer"}},
+        {"id": "groupingToMatrix", "options": {"columnField": "parameter", "rowField": "instance",
+                                               "valueField": "Value #A"}},
+    ]
+    panel["fieldConfig"]["overrides"] = [{
+        "matcher": {"id": "byName", "options": "Value #B"},
+        "properties": [{"id": "displayName", "value": "minority"},
+                       {"id": "custom.cellOptions", "value": {"type": "color-background"}},
+                       {"id": "thresholds", "value": {"mode": "absolute", "steps": [
+                           {"color": "transparent", "value": None}, {"color": "red", "value": 1}]}}],
+    }]
+    return panel
+
+
 def build() -> Dashboard:
     panels = [
         row("Switches"),
@@ -156,6 +184,17 @@ def build() -> Dashboard:
               [target(sw("infrapulse_switch_lldp_neighbor_info"), instant=True, table=True)],
               hide=("Time", "__name__", "Value"), width=24),
         row("RDMA NICs (node side)"),
+        _config_matrix(),
+        table("RoCE config: nodes off the fleet's common configuration",
+              "Netdevs whose configuration hash fewer nodes run than the most common hash (recording rule "
+              "instance_interface:infrapulse_nic_roce_config_minority:bool), with the firmware each runs. "
+              "Empty = the fleet agrees (or ties).",
+              [target(by("instance, interface, hash",
+                         sel("instance_interface:infrapulse_nic_roce_config_minority:bool")),
+                      instant=True, table=True),
+               target(by("instance, interface, firmware_version, driver_version",
+                         sel("infrapulse_nic_firmware_info")), instant=True, table=True)],
+              hide=("Time", "__name__", "Value #A", "Value #B")),
         timeseries("CNPs sent and handled",
                    "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
                    "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "
