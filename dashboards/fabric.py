@@ -29,7 +29,7 @@ def _config_matrix() -> dict:
         "`minority` column is 1 run a configuration fewer nodes run than the most common one.",
         [target(by("instance, interface, role, parameter", sel("infrapulse_nic_roce_cc_parameter")),
                 instant=True, table=True),
-         target(f"max by (instance, interface) ({sel('instance_interface:infrapulse_nic_roce_config_minority:bool')})",
+         target(by("instance, interface", sel("instance_interface:infrapulse_nic_roce_config_minority:bool")),
                 instant=True, table=True)],
         width=24, height=10)
     panel["transformations"] = [

@@ -27,7 +27,8 @@ log = logging.getLogger("infrapulse.simulate.roce_cc")
 
 SCENARIO = "fw-upgrade-cc-reset"
 SCENARIOS = {
-    SCENARIO: f"{VICTIM_NETDEV} ({VICTIM_DEVICE}): firmware 28.39.1002 -> 28.41.1000, ECN notification point off "
+    SCENARIO: f"{VICTIM_NETDEV} ({VICTIM_DEVICE}): firmware 28.39.1002 -> 28.41.1000, ECN notification "
+              f"point off "
               f"on priority {ROCE_PRIORITY} and the DCQCN reaction-point parameters reset to defaults "
               f"(no CNPs sent for ECN-marked packets)",
 }
@@ -85,10 +86,12 @@ def write_netdev(root: str | Path, interface: str, *, ecn: dict[str, set[int]] |
 def platform_json(pfc: set[int] | None = None, dscp: dict[int, int] | None = None,
                   driver_version: str = "24.10-1.1.4") -> dict[str, object]:
     return {
-        "dcb": {"pfc_enabled": {str(p): int(p in (pfc if pfc is not None else {ROCE_PRIORITY})) for p in range(8)},
+        "dcb": {"pfc_enabled": {str(p): int(p in (pfc if pfc is not None else {ROCE_PRIORITY}))
+                                for p in range(8)},
                 "pfc_capable": 8,
                 "dscp_to_priority": {str(k): v for k, v in
-                                     (dscp if dscp is not None else {DSCP_RDMA: ROCE_PRIORITY, 48: 6}).items()}},
+                                     (dscp if dscp is not None
+                                      else {DSCP_RDMA: ROCE_PRIORITY, 48: 6}).items()}},
         "drvinfo": {"driver": "mlx5_core", "version": driver_version},
     }
 

@@ -26,7 +26,8 @@ MIN_MARKED = 10.0  # ECN-marked packets in the window before "no CNP" means some
 def _last_changes(ctx: Context) -> dict[str, str]:
     out = {}
     for s in ctx.readings.series(LAST_CHANGE):
-        fw = "firmware changed with it" if s.labels.get("firmware_changed") == "true" else "firmware unchanged"
+        changed = s.labels.get("firmware_changed") == "true"
+        fw = "firmware changed with it" if changed else "firmware unchanged"
         out[s.labels.get("interface", "")] = f"{s.labels.get('changes', '')}; {fw}"
     return out
 
@@ -58,7 +59,8 @@ def measure_unexpected(ctx: Context) -> list[Measurement]:
     settings: dict[str, list[str]] = {}
     for s in ctx.readings.series("infrapulse_nic_roce_config_expected_mismatch"):
         settings.setdefault(s.labels.get("interface", ""), []).append(
-            f"{s.labels.get('setting', '')} {s.labels.get('actual', '')} (expected {s.labels.get('expected', '')})")
+            f"{s.labels.get('setting', '')} {s.labels.get('actual', '')} "
+            f"(expected {s.labels.get('expected', '')})")
     return [Measurement(k[0], v, ", ".join(sorted(settings.get(k[0], []))), labels={"interface": k[0]})
             for k, v in gauges_by(ctx, "infrapulse_nic_roce_config_expected_mismatches", IF).items()]
 
@@ -134,7 +136,8 @@ SIGNALS: list[Signal] = [
         name="ecn_marked_without_cnp",
         component="rdma",
         title="ECN-marked packets arrive but no CNP is sent",
-        formula=(f"1 when increase(rdma_ecn_marked_packets) >= {MIN_MARKED:g} and increase(rdma_cnp_sent) == 0 "
+        formula=(f"1 when increase(rdma_ecn_marked_packets) >= {MIN_MARKED:g} and "
+                 "increase(rdma_cnp_sent) == 0 "
                  "over the window, per RDMA port"),
         unit=FLAG,
         window="window",

@@ -223,7 +223,8 @@ def describe_changes(old: dict[str, str], new: dict[str, str]) -> list[str]:
 class RoceConfigCollector:
     """The synchronous part: resolve netdevs, read each, compare with the last known state."""
 
-    def __init__(self, reader: PlatformReader, sysfs_root: str = "/sys", debugfs_root: str = "/sys/kernel/debug",
+    def __init__(self, reader: PlatformReader, sysfs_root: str = "/sys",
+                 debugfs_root: str = "/sys/kernel/debug",
                  interfaces: list[str] | None = None, state_dir: str = "", expected: Expected | None = None,
                  debugfs_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
@@ -288,7 +289,8 @@ class RoceConfigCollector:
             cfg.params.update(params)
             cfg.params_from = "debugfs"
             return
-        cfg.problems.append(f"{cfg.interface}: no ecn/ in sysfs (a VF, or a driver without the OFED ecn sysfs) "
+        cfg.problems.append(f"{cfg.interface}: no ecn/ in sysfs (a VF, or a driver without the OFED ecn "
+                            f"sysfs) "
                             f"and DCQCN parameters not readable from debugfs: {why}")
 
     def _read_dcb(self, cfg: NetdevConfig) -> None:
@@ -327,11 +329,13 @@ class RoceConfigCollector:
                                             message=f"{interface}: no such interface"))
                 continue
             dirty |= self._track(cfg)
-            results.append(TargetResult(interface, snapshot=self.snapshot(cfg),
-                                        partial_errors=cfg.problems + ([self.state.error] if self.state.error
-                                                                       else [])))
+            results.append(TargetResult(interface, snapshot=self.snapshot(cfg), partial_errors=cfg.problems))
         if dirty:
             self.state.save(self.known)
+        if self.state.error:  # drift across restarts is not guaranteed: say so on every netdev
+            for result in results:
+                if result.snapshot is not None:
+                    result.partial_errors.append(self.state.error)
         self._first = False
         return results
 
@@ -440,7 +444,8 @@ class RoceConfigSource(PollingSource):
                                 fields={
                 "pfc_priorities": ListOf(item=Int(min=0, max=7), doc="Exactly the priorities with PFC on."),
                 "ecn_priorities": ListOf(item=Int(min=0, max=7),
-                                         doc="Priorities with ECN on for both roles (roce_np and roce_rp): the "
+                                         doc="Priorities with ECN on for both roles (roce_np and "
+                                             "roce_rp): the "
                                              "RDMA priority."),
                 "cc_parameters": MapOf(value=Int(min=0), doc="DCQCN parameter -> value, by file name "
                                                              "(`rpg_ai_rate`) or role/name "
@@ -462,7 +467,8 @@ class RoceConfigSource(PollingSource):
     def wanted(cls, config: dict[str, Any]) -> bool:
         enabled = config["enabled"]
         if enabled == "auto":
-            return bool(config["interfaces"]) or (Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
+            return bool(config["interfaces"]) or (
+                Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
         return enabled is True
 
     async def collect(self) -> list[TargetResult]:

@@ -26,7 +26,8 @@ ROLES = ("roce_rp", "roce_np")
 RP_PARAMS = (
     "clamp_tgt_rate", "clamp_tgt_rate_after_time_inc", "rpg_time_reset", "rpg_byte_reset", "rpg_threshold",
     "rpg_max_rate", "rpg_ai_rate", "rpg_hai_rate", "rpg_gd", "rpg_min_dec_fac", "rpg_min_rate",
-    "rate_to_set_on_first_cnp", "dce_tcp_g", "dce_tcp_rtt", "rate_reduce_monitor_period", "initial_alpha_value",
+    "rate_to_set_on_first_cnp", "dce_tcp_g", "dce_tcp_rtt", "rate_reduce_monitor_period",
+    "initial_alpha_value",
 )
 NP_PARAMS = ("min_time_between_cnps", "cnp_dscp", "cnp_802p_prio")
 PARAMS = {"roce_rp": RP_PARAMS, "roce_np": NP_PARAMS}

@@ -20,7 +20,8 @@ def _info(name: str, help: str, labels: tuple[str, ...]) -> catalog.Family:
 ECN_ENABLED = _gauge(
     "infrapulse_nic_roce_ecn_enabled",
     "1 when RoCE ECN is enabled for the role and priority (ecn/<role>/enable/<priority>): role roce_np = "
-    "notification point (answers ECN-marked packets with CNPs), roce_rp = reaction point (slows down on CNPs).",
+    "notification point (answers ECN-marked packets with CNPs), roce_rp = reaction point (slows down on "
+    "CNPs).",
     ("interface", "role", "priority"))
 CC_PARAMETER = _gauge(
     "infrapulse_nic_roce_cc_parameter",
