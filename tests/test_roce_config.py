@@ -86,6 +86,21 @@ def test_empty_on_firmware_error_is_a_partial_reason_not_a_crash(tmp_path: Path)
         f"{IF}: ecn/roce_np/enable/3 read empty (a firmware command error in the driver)"]
 
 
+def test_a_setting_unreadable_for_a_cycle_is_not_a_change(tmp_path: Path) -> None:
+    root, sim = node(tmp_path)
+    c = RoceConfigCollector(FileReader(sim), str(root), state_dir=str(tmp_path / "state"))
+    c.collect()
+    (root / "class" / "net" / IF / "ecn" / "roce_rp" / "rpg_ai_rate").write_text("")
+    (r,) = c.collect()
+    assert r.snapshot is not None and r.snapshot.series[F.CONFIG_CHANGES.name] == {(IF,): 0.0}
+    assert F.LAST_CHANGE_INFO.name not in r.snapshot.series
+    skipped = f"{IF}: 1 setting(s) unreadable: configuration change tracking skipped this cycle"
+    assert skipped in r.partial_errors
+    (root / "class" / "net" / IF / "ecn" / "roce_rp" / "rpg_ai_rate").write_text("20\n")
+    (r,) = c.collect()
+    assert r.snapshot is not None and r.snapshot.series[F.CONFIG_CHANGES.name] == {(IF,): 0.0}
+
+
 def test_vf_without_ecn_gives_a_clear_reason(tmp_path: Path) -> None:
     root, sim = node(tmp_path, with_ecn=False)
     result, s = collect(root, sim)

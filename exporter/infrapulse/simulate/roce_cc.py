@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,8 +50,11 @@ DSCP_RDMA = 26
 
 
 def _write(path: Path, text: str) -> None:
+    """Write + rename: the source opens each file afresh, so it never sees a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text + "\n")
+    tmp.replace(path)
 
 
 def write_netdev(root: str | Path, interface: str, *, ecn: dict[str, set[int]] | None = None,
@@ -119,14 +123,19 @@ class RoceConfigSimulator:
         if upgraded == self._upgraded:
             return
         self._upgraded = upgraded
+        # The firmware first, as an upgrade does: a read between the two sees the new firmware.
+        fw = self.sysfs_root / "class" / "infiniband" / VICTIM_DEVICE / "fw_ver"
+        if fw.parent.is_dir():  # in place, as sysfs (the infiniband source's tree): same length
+            fd = os.open(fw, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.pwrite(fd, ((UPGRADED_FIRMWARE if upgraded else FIRMWARE) + "\n").encode(), 0)
+            finally:
+                os.close(fd)
         for netdev in self.netdevs:
             victim = netdev == VICTIM_NETDEV and upgraded
             ecn = {"roce_np": set() if victim else {ROCE_PRIORITY}, "roce_rp": {ROCE_PRIORITY}}
             write_netdev(self.sysfs_root, netdev, ecn=ecn, rp=RP_DEFAULTS if victim else RP_TUNED)
             write_platform(self.sim_dir, netdev, platform_json())
-        fw = self.sysfs_root / "class" / "infiniband" / VICTIM_DEVICE / "fw_ver"
-        if fw.parent.is_dir():
-            fw.write_text((UPGRADED_FIRMWARE if upgraded else FIRMWARE) + "\n")
 
     async def run(self, period: float = 1.0) -> None:
         while True:

@@ -349,6 +349,12 @@ class RoceConfigCollector:
         pending = self._pending.pop(cfg.interface, 0)
         if pending:
             known.changes += pending
+        if cfg.unreadable and known.hash != digest:
+            # Some setting read empty or failed: the picture is incomplete, not a new configuration
+            # (a firmware command error for one file must not log every parameter as removed).
+            cfg.problems.append(f"{cfg.interface}: {cfg.unreadable} setting(s) unreadable: configuration "
+                                f"change tracking skipped this cycle")
+            return bool(pending)
         if known.hash == digest:
             if known.firmware != cfg.firmware:  # firmware alone: remember it, not a config change
                 known.firmware = cfg.firmware

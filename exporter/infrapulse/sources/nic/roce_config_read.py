@@ -90,6 +90,9 @@ class NetdevConfig:
     driver: str = ""
     driver_version: str = ""
     problems: list[str] = field(default_factory=list)
+    # Settings that exist but could not be read this time (empty on a firmware error, EIO): the
+    # configuration is then incomplete, not changed.
+    unreadable: int = 0
 
     def canonical(self) -> dict[str, object]:
         """What the config hash and the persisted state cover: the configuration, not how or
@@ -134,6 +137,7 @@ class NetdevConfig:
 
 
 def _note_error(cfg: NetdevConfig, rel: str, exc: Exception) -> None:
+    cfg.unreadable += 1
     if isinstance(exc, EmptyRead):
         cfg.problems.append(f"{cfg.interface}: {rel} read empty (a firmware command error in the driver)")
     elif isinstance(exc, OSError):
