@@ -25,8 +25,8 @@ def _config_matrix() -> dict:
     panel = table(
         "RoCE config matrix (node x parameter)",
         "DCQCN parameters (infrapulse_nic_roce_cc_parameter) of every RoCE netdev, one row per node "
-        "(an outer join of its netdevs), one column per parameter. Rows whose "
-        "`minority` column is 1 run a configuration fewer nodes run than the most common one.",
+        "(an outer join of its netdevs), one column per parameter. The `minority` column is 1 (red) on "
+        "nodes running a configuration fewer nodes run than the most common one.",
         [target(by("instance, interface, role, parameter", sel("infrapulse_nic_roce_cc_parameter")),
                 instant=True, table=True),
          target(by("instance, interface", sel("instance_interface:infrapulse_nic_roce_config_minority:bool")),
@@ -186,15 +186,15 @@ def build() -> Dashboard:
         row("RDMA NICs (node side)"),
         _config_matrix(),
         table("RoCE config: nodes off the fleet's common configuration",
-              "Netdevs whose configuration hash fewer nodes run than the most common hash (recording rule "
-              "instance_interface:infrapulse_nic_roce_config_minority:bool), with the firmware each runs. "
-              "Empty = the fleet agrees (or ties).",
+              "Per netdev: its configuration hash, 1 when fewer nodes run that hash than the most common "
+              "one (recording rule instance_interface:infrapulse_nic_roce_config_minority:bool; a tie "
+              "flags none), and the firmware and driver it runs.",
               [target(by("instance, interface, hash",
                          sel("instance_interface:infrapulse_nic_roce_config_minority:bool")),
                       instant=True, table=True),
                target(by("instance, interface, firmware_version, driver_version",
                          sel("infrapulse_nic_firmware_info")), instant=True, table=True)],
-              hide=("Time", "__name__", "Value #A", "Value #B")),
+              hide=("Time", "__name__", "Value #B")),
         timeseries("CNPs sent and handled",
                    "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
                    "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "
