@@ -290,3 +290,45 @@ def test_health_sentence_names_netdev_changes_and_firmware(tmp_path: Path) -> No
     text = sentence(result.signal, worst.measurement, result.signal.bad, 300)
     assert text == ("ens1f0np0: 1 RoCE congestion-control/QoS configuration change(s) over the last 5m "
                     "(roce_np/enable/3 1->0, roce_rp/rpg_ai_rate 20->5; firmware changed with it; bad at 1)")
+
+
+def test_source_reports_coverage_per_netdev(tmp_path: Path) -> None:
+    """Through the source class and the store: a VF without ecn/ shows 0 ECN flags and parameters."""
+    import asyncio
+
+    from infrapulse.config import load_text
+    from infrapulse.sources.base import SourceContext
+    from infrapulse.sources.nic.roce_config import RoceConfigSource
+    from infrapulse.store import Store
+
+    root, sim = node(tmp_path, with_ecn=False)
+    config = load_text(f"sources:\n  roce_config:\n    sysfs_root: {root}\n    sim_dir: {sim}\n")
+    store = Store()
+    source = RoceConfigSource(config["sources"]["roce_config"], SourceContext(store, 5.0, state_dir=""))
+    asyncio.run(source.poll_once())
+    status = store.status[("roce_config", IF)]
+    assert status.up and status.reason == "partial"
+    assert {m: c.series for m, c in status.coverage.items()} == {
+        F.ECN_ENABLED.name: 0, F.CC_PARAMETER.name: 0, F.PFC_ENABLED.name: 8, F.DSCP_PRIORITY.name: 2,
+        F.TRUST_INFO.name: 1}
+
+
+def test_this_machines_lo_through_the_kernel_readers() -> None:
+    """The real thing on this machine: /sys, rtnetlink and the ioctl on lo, which has no ecn/, no PCI
+    device, no drvinfo and no DCB: up, with one clear reason for each, and a hash all the same."""
+    from infrapulse.sources.nic.roce_config import KernelReader
+
+    collector = RoceConfigCollector(KernelReader(), "/sys", "/nonexistent-debugfs", interfaces=["lo"])
+    try:
+        (result,) = collector.collect()
+    finally:
+        collector.close()
+    assert result.target == "lo" and result.snapshot is not None
+    assert result.partial_errors == [
+        "lo: ETHTOOL_GDRVINFO: Operation not supported",
+        "lo: no ecn/ in sysfs (a VF, or a driver without the OFED ecn sysfs) and DCQCN parameters not "
+        "readable from debugfs: no PCI device behind the netdev (a VF or a virtual device has no cc_params)",
+        "lo: DCB not supported (no PFC or DSCP map to read)",
+    ]
+    assert F.PFC_ENABLED.name not in result.snapshot.series
+    assert len(result.snapshot.series[F.CONFIG_INFO.name]) == 1

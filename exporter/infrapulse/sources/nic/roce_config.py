@@ -49,6 +49,7 @@ from .roce_config_read import (
 SRC = F.SRC
 log = logging.getLogger("infrapulse.source.roce_config")
 MAX_LISTED_CHANGES = 8
+COVERED = (F.ECN_ENABLED, F.CC_PARAMETER, F.PFC_ENABLED, F.DSCP_PRIORITY, F.TRUST_INFO)  # coverage mappings
 
 
 class PlatformReader(Protocol):
@@ -419,8 +420,8 @@ class RoceConfigCollector:
 
 
 def expected_from_config(section: dict[str, Any]) -> Expected:
-    return Expected(list(section["pfc_priorities"]), list(section["ecn_priorities"]),
-                    dict(section["cc_parameters"]), section["trust"])
+    return Expected(list(section["pfc_priorities"] or []), list(section["ecn_priorities"] or []),
+                    dict(section["cc_parameters"] or {}), section["trust"] or "")
 
 
 class RoceConfigSource(PollingSource):
@@ -478,7 +479,16 @@ class RoceConfigSource(PollingSource):
         return enabled is True
 
     async def collect(self) -> list[TargetResult]:
-        return await asyncio.to_thread(self.collector.collect)
+        results = await asyncio.to_thread(self.collector.collect)
+        for result in results:
+            # What each part of the configuration yields per netdev: a VF (no ecn/) or a netdev
+            # without DCB shows 0 for those mappings instead of looking complete.
+            if result.snapshot is not None:
+                series = result.snapshot.series
+                self.store.set_coverage(SRC, result.target, {
+                    family.name: len(series.get(family.name, ()))
+                    for family in COVERED})
+        return results
 
     async def close(self) -> None:
         await asyncio.to_thread(self.collector.close)
