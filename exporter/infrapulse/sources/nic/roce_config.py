@@ -303,6 +303,7 @@ class RoceConfigCollector:
             dcb = None
         except (DcbInterfaceGone, OSError, ValueError) as exc:
             cfg.dcb_state = f"error: {exc}"
+            cfg.unreadable += 1  # PFC and the DSCP map unknown this cycle, not removed
             cfg.problems.append(f"{cfg.interface}: DCB netlink: {getattr(exc, 'strerror', None) or exc}")
             dcb = None
         if dcb is not None:
