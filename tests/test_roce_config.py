@@ -86,6 +86,19 @@ def test_empty_on_firmware_error_is_a_partial_reason_not_a_crash(tmp_path: Path)
         f"{IF}: ecn/roce_np/enable/3 read empty (a firmware command error in the driver)"]
 
 
+def test_a_failing_read_is_a_partial_reason_with_the_error(tmp_path: Path) -> None:
+    """Some OFED releases return the firmware query's error from the show function (en_ecn.c): the
+    read fails instead of reading empty."""
+    root, sim = node(tmp_path)
+    victim = root / "class" / "net" / IF / "ecn" / "roce_np" / "cnp_dscp"
+    victim.unlink()
+    victim.mkdir()  # reading a directory fails with EISDIR: an OSError like the driver's -EIO
+    result, s = collect(root, sim)
+    assert result.partial_errors == [f"{IF}: ecn/roce_np/cnp_dscp: Is a directory"]
+    assert (IF, "roce_np", "cnp_dscp") not in s[F.CC_PARAMETER.name]
+    assert s[F.CC_PARAMETER.name][(IF, "roce_np", "cnp_802p_prio")] == 6.0
+
+
 def test_a_setting_unreadable_for_a_cycle_is_not_a_change(tmp_path: Path) -> None:
     root, sim = node(tmp_path)
     c = RoceConfigCollector(FileReader(sim), str(root), state_dir=str(tmp_path / "state"))
