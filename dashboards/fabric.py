@@ -19,6 +19,43 @@ def sw(metric: str, **extra: str) -> str:
     return sel(metric, SWITCH, **extra)
 
 
+MINORITY = "instance_interface_parameter:infrapulse_nic_roce_cc_parameter_minority:bool"
+
+
+def _config_matrix(title: str, description: str, value_field: str, highlight: bool) -> dict:
+    """Node x parameter: one row per node and netdev ("instance interface"), one column per DCQCN
+    parameter, from the per-parameter minority recording rule (its `value` label is the value)."""
+    expr = (f'label_join(max by (instance, interface, parameter, value) ({sel(MINORITY)}), '
+            f'"netdev", " ", "instance", "interface")')
+    panel = table(title, description, [target(expr, instant=True, table=True)], width=12, height=10)
+    panel["transformations"] = [
+        {"id": "groupingToMatrix", "options": {"columnField": "parameter", "rowField": "netdev",
+                                               "valueField": value_field}},
+    ]
+    if highlight:
+        panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "color-background"}}
+        panel["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": [
+            {"color": "transparent", "value": None}, {"color": "red", "value": 1}]}
+    return panel
+
+
+def config_matrices() -> list[dict]:
+    return [
+        _config_matrix(
+            "RoCE config matrix (node x parameter)",
+            "The DCQCN parameters (infrapulse_nic_roce_cc_parameter) of every RoCE netdev: one row per node "
+            "and netdev, one column per parameter. The panel beside it marks the values that are a "
+            "minority in the fleet.",
+            "value", highlight=False),
+        _config_matrix(
+            "RoCE config matrix: minority values",
+            "Same rows and columns: 1 (red) where the netdev's value is shared by fewer netdevs than the "
+            "parameter's most common value in the fleet (recording rule "
+            "instance_interface_parameter:infrapulse_nic_roce_cc_parameter_minority:bool).",
+            "Value", highlight=True),
+    ]
+
+
 def build() -> Dashboard:
     panels = [
         row("Switches"),
@@ -156,6 +193,17 @@ def build() -> Dashboard:
               [target(sw("infrapulse_switch_lldp_neighbor_info"), instant=True, table=True)],
               hide=("Time", "__name__", "Value"), width=24),
         row("RDMA NICs (node side)"),
+        *config_matrices(),
+        table("RoCE config: nodes off the fleet's common configuration",
+              "Per netdev: its configuration hash, 1 when fewer nodes run that hash than the most common "
+              "one (recording rule instance_interface:infrapulse_nic_roce_config_minority:bool; a tie "
+              "flags none), and the firmware and driver it runs.",
+              [target(by("instance, interface, hash",
+                         sel("instance_interface:infrapulse_nic_roce_config_minority:bool")),
+                      instant=True, table=True),
+               target(by("instance, interface, firmware_version, driver_version",
+                         sel("infrapulse_nic_firmware_info")), instant=True, table=True)],
+              hide=("Time", "__name__", "Value #B")),
         timeseries("CNPs sent and handled",
                    "Congestion notification packets per second per RDMA port: sent by the receiver's NIC "
                    "when ECN-marked packets arrive, handled by the sender's NIC (which then cuts its "

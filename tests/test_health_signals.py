@@ -246,6 +246,29 @@ def _uplink(base_builder):
     return build
 
 
+def _roce_changed(f, x):
+    f.counter("roce_config", "infrapulse_nic_roce_config_changes_total", ("ens1f0np0",), 2, 2 + x,
+              "ens1f0np0")
+
+
+def _roce_np_off(f, x):
+    f.gauge("roce_config", "infrapulse_nic_roce_ecn_enabled", ("ens1f0np0", "roce_np", "3"), 1 - x,
+            "ens1f0np0")
+    f.gauge("roce_config", "infrapulse_nic_pfc_enabled", ("ens1f0np0", "3"), 1, "ens1f0np0")
+    # ECN off on a priority without PFC is not the RDMA priority: not measured
+    f.gauge("roce_config", "infrapulse_nic_roce_ecn_enabled", ("ens1f0np0", "roce_np", "0"), 0, "ens1f0np0")
+    f.gauge("roce_config", "infrapulse_nic_pfc_enabled", ("ens1f0np0", "0"), 0, "ens1f0np0")
+
+
+def _roce_unexpected(f, x):
+    f.gauge("roce_config", "infrapulse_nic_roce_config_expected_mismatches", ("ens1f0np0",), x, "ens1f0np0")
+
+
+def _ecn_without_cnp(f, x):
+    f.counter("infiniband", "infrapulse_rdma_ecn_marked_packets_total", PORT, 0, 100, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_cnp_sent_total", PORT, 0, 90 * (1 - x), "mlx5_0")
+
+
 # signal, builder, expected target, flag signal (only good/bad), value(x) if not x itself
 CASES = [
     ("ecn_marked_ratio", _ecn, "leaf03 Ethernet12 queue 3"),
@@ -270,6 +293,10 @@ CASES = [
     ("out_of_buffer_rate", _oob, "mlx5_0 port 1"),
     ("port_not_active", _port_state, "mlx5_0 port 1"),
     ("rdma_error_ratio", _rdma_errors, "mlx5_0 port 1"),
+    ("roce_config_changed", _roce_changed, "ens1f0np0"),
+    ("roce_ecn_np_off", _roce_np_off, "ens1f0np0 priority 3"),
+    ("roce_config_unexpected", _roce_unexpected, "ens1f0np0"),
+    ("ecn_marked_without_cnp", _ecn_without_cnp, "mlx5_0 port 1"),
     ("xid_critical", _xid("79"), "GPU 0"),
     ("xid_other", _xid("61"), "GPU 0"),
     ("ecc_uncorrectable", _ecc, "GPU 0"),
@@ -336,7 +363,8 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 53
+    assert len(labels) == 59
+    assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")
     assert labels["infrapulse_rdma_port_info"] == ("device", "port", "link_layer", "netdev")
     assert labels["infrapulse_nic_global_pause_duration_seconds_total"] == ("interface", "direction")

@@ -165,3 +165,58 @@ def test_real_alertmanager_delivers_and_inhibits(tmp_path):
             assert not status[("InfrapulseHealthScoreLow", "", "n2:9477", "warning")]
     finally:
         hook.close()
+
+
+# --- a fleet-wide firmware rollout is one notification ----------------------------------------
+
+ROLLOUT_ROUTE = 'alertname=~"InfrapulseNicRoceConfigChanged|InfrapulseNicRoceConfigFleetMinority"'
+
+
+def test_amtool_routes_roce_config_changes_through_the_rollout_route():
+    for severity, receiver in (("warning", "noc"), ("critical", "noc-page")):
+        result = amtool("config", "routes", "test", f"--config.file={CONFIG}", "--tree",
+                        f"--verify.receivers={receiver}", "alertname=InfrapulseNicRoceConfigChanged",
+                        f"severity={severity}", "team=noc", "instance=n7:9477", "interface=ens1f0np0")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert ROLLOUT_ROUTE in result.stdout, result.stdout
+    # another node alert does not take it: it stays grouped per instance
+    result = amtool("config", "routes", "test", f"--config.file={CONFIG}", "--tree",
+                    "alertname=InfrapulseNicRoceEcnNotificationPointOff", "severity=warning", "team=noc")
+    assert result.returncode == 0 and ROLLOUT_ROUTE not in result.stdout, result.stdout
+
+
+def test_a_fleet_wide_firmware_rollout_is_one_notification(tmp_path):
+    """200 nodes' NICs change configuration with their firmware at once: the NOC is paged once, with
+    every node in it; a per-node alert of the same size (the contrast) arrives once per node."""
+    nodes = [f"gpu-node-{i:03d}:9477" for i in range(200)]
+    hook = WebhookReceiver()
+    try:
+        config = test_alertmanager_config(tmp_path, hook.url)
+        with AlertmanagerServer(tmp_path, config) as am:
+            am.wait_ready()
+            am.api("/api/v2/alerts", [
+                _alert("InfrapulseNicRoceConfigChanged", instance=node, interface="ens1f0np0",
+                       firmware_changed="true", severity="critical", team="noc") for node in nodes
+            ] + [
+                _alert("InfrapulseNicRoceEcnNotificationPointOff", instance=node, interface="ens1f0np0",
+                       priority="3", severity="warning", team="noc") for node in nodes[:5]
+            ])
+
+            def pages() -> list[tuple[str, str, dict]]:
+                return [n for n in hook.notifications if n[0] == "noc-page"]
+
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and (
+                    len({a["labels"]["instance"] for a in hook.alerts("noc-page")}) < len(nodes)
+                    or len(hook.alerts("noc")) < 5):
+                time.sleep(0.2)
+            time.sleep(2.5)  # two more group intervals: a second group would have been sent by now
+            rollout = pages()
+            assert len(rollout) == 1, [len(p["alerts"]) for _, _, p in rollout]
+            assert len(rollout[0][2]["alerts"]) == len(nodes)
+            assert rollout[0][2]["groupLabels"] == {"alertname": "InfrapulseNicRoceConfigChanged",
+                                                    "severity": "critical"}
+            per_node = [n for n in hook.notifications if n[0] == "noc"]
+            assert len(per_node) == 5 and all(len(p["alerts"]) == 1 for _, _, p in per_node)
+    finally:
+        hook.close()

@@ -169,9 +169,14 @@ class NodeSimulator:
             if self.scenarios.active("ecn-spike"):
                 ramp = min(1.0, 0.2 + self.scenarios.elapsed("ecn-spike") / 30)
                 marked += packets * (0.08 if victim else 0.01) * ramp
+            # fw-upgrade-cc-reset (simulate/roce_cc.py): the NP is off, so marked packets keep
+            # arriving (the switch still marks) but no CNP answers them.
+            np_off = victim and self.scenarios.active("fw-upgrade-cc-reset")
+            if np_off:
+                marked += packets * 0.002
             marked_n = self._count(marked)
             self._hw(port, "np_ecn_marked_roce_packets", marked_n)
-            self._hw(port, "np_cnp_sent", self._count(marked_n * 0.9))
+            self._hw(port, "np_cnp_sent", 0 if np_off else self._count(marked_n * 0.9))
             self._hw(port, "rp_cnp_handled", self._count(marked_n * 0.85))
         if victim and self.scenarios.active("rdma-retrans"):
             rate = min(1.0, 0.3 + self.scenarios.elapsed("rdma-retrans") / 20)

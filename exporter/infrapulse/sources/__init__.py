@@ -23,6 +23,7 @@ from .gpu.dcgm import DcgmSource
 from .gpu.nvml import NvmlSource
 from .nic.ethtool import EthtoolSource
 from .nic.infiniband import InfinibandSource
+from .nic.roce_config import RoceConfigSource
 from .probe.mesh import MeshSource
 from .probe.source import ProbeSource
 from .serving.source import ServingSource
@@ -36,6 +37,7 @@ SOURCES: tuple[type[Source], ...] = (
     ServingSource,
     ProbeSource,
     MeshSource,
+    RoceConfigSource,
 )
 
 

@@ -19,9 +19,10 @@ from ...sources.gnmi import families as _gnmi_families  # noqa: F401
 from ...sources.gpu import families as _gpu_families  # noqa: F401
 from ...sources.nic import ethtool as _ethtool  # noqa: F401
 from ...sources.nic import infiniband as _infiniband  # noqa: F401
+from ...sources.nic import roce_families as _roce_families  # noqa: F401
 from ...sources.probe import families as _probe_families  # noqa: F401
 from ...sources.serving import normalize as _serving_families  # noqa: F401
-from . import gpu, network, probe, rdma, serving, topology
+from . import gpu, network, probe, rdma, roce_config, serving, topology
 from .base import (
     COUNT,
     FACTOR,
@@ -37,7 +38,7 @@ from .base import (
 from .gpu import SPARSE_COUNTERS
 
 SIGNALS: dict[str, Signal] = {
-    s.name: s for module in (network, rdma, gpu, serving, probe, topology) for s in module.SIGNALS
+    s.name: s for module in (network, rdma, roce_config, gpu, serving, probe, topology) for s in module.SIGNALS
 }
 
 
