@@ -160,7 +160,7 @@ async def test_each_collector_exports_its_shard_and_the_switches_it_owns() -> No
         async with running_source(section) as (source, store):
             await wait_for(lambda s=source: bool(s.sessions))
             values = render_store(store)
-            shard_count = samples_of(values, "infrapulse_fabric_shard_count")
+            shard_count = samples_of(values, "infrapulse_fabric_shards")
             assert shard_count == {frozenset({("index", str(index))}): 2.0}
             owned = {dict(labels)["switch"] for labels in samples_of(values, "infrapulse_switch_up")}
             assert owned == {n for n in NAMES if shard_of(n, 2) == index}
@@ -171,12 +171,12 @@ async def test_an_unsharded_collector_is_shard_0_of_1_and_a_bad_shard_exports_no
     async with running_source({"targets": [{"name": "leaf01", "address": "127.0.0.1:9"}],
                                "defaults": {"insecure": True}}, hostname="plainhost") as (source, store):
         await wait_for(lambda: bool(source.sessions))
-        assert value(render_store(store), "infrapulse_fabric_shard_count", index="0") == 1.0
+        assert value(render_store(store), "infrapulse_fabric_shards", index="0") == 1.0
     section = {"targets": [{"name": "leaf01", "address": "127.0.0.1:9"}], "defaults": {"insecure": True}}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("INFRAPULSE_SHARD_COUNT", "3")  # count without an index, host without an ordinal
         async with running_source(section, hostname="plainhost") as (source, store):
             await wait_for(lambda: ("gnmi", "shard") in store.status)
             values = render_store(store)
-    assert not samples_of(values, "infrapulse_fabric_shard_count")
+    assert not samples_of(values, "infrapulse_fabric_shards")
     assert value(values, "infrapulse_source_up", source="gnmi", target="shard") == 0.0

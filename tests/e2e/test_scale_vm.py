@@ -255,7 +255,7 @@ def test_each_fabric_collector_owns_its_hashmod_share_of_the_switches(stack: Sca
                                timeout=90)
     owner = {r["metric"]["switch"]: r["metric"]["instance"] for r in result}
     assert owner == {s: stack.fabric[shard_of(s, SHARDS)].address for s in stack.switches}
-    shards = stack.vm.query("infrapulse_fabric_shard_count")
+    shards = stack.vm.query("infrapulse_fabric_shards")
     assert {(r["metric"]["instance"], r["metric"]["index"], r["value"][1]) for r in shards} == {
         (c.address, str(c.index), str(SHARDS)) for c in stack.fabric}
 

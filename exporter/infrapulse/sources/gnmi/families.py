@@ -42,7 +42,7 @@ RECONNECTS = _declare(
     "Times the gNMI stream to this switch was (re)established after a failure.", SW)
 # -- the collector's own shard (one series per fabric instance) ----------------------------------
 SHARD_COUNT = _declare(
-    "infrapulse_fabric_shard_count", G,
+    "infrapulse_fabric_shards", G,
     "Number of fabric collectors this one was told share the switches (sources.gnmi.shard.count, "
     "INFRAPULSE_SHARD_COUNT; 1 unsharded); `index` is its own shard. The collectors of one fabric must "
     "agree on the count and together report every index 0..count-1 exactly once, else some switches "
