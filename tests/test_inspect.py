@@ -11,6 +11,7 @@ from pathlib import Path
 import aiohttp
 import bcrypt
 import pytest
+from aiohttp import web
 
 from conftest import running_daemon
 from health_fixtures import Feed, service_for
@@ -347,3 +348,75 @@ async def test_post_needs_basic_auth_and_json(tmp_path: Path) -> None:
     assert f'infrapulse_inspection_last_info{{cause="none",id="{report["id"]}"' in metrics \
         or f'id="{report["id"]}"' in metrics
     assert "s3cret" not in json.dumps(report) and "Authorization" not in json.dumps(report)
+
+
+# -- the switch side from Prometheus -------------------------------------------------------------
+
+class FakePrometheus:
+    """/api/v1/query answering the facing port's PFC pause ratio: calm before `storm_from`,
+    80% since; every other query an empty vector. Records the queries and their headers."""
+
+    def __init__(self, storm_from: float, status: int = 200) -> None:
+        self.storm_from = storm_from
+        self.status = status
+        self.seen: list[tuple[str, str | None]] = []
+
+    async def query(self, request: web.Request) -> web.Response:
+        promql, at = request.query["query"], float(request.query["time"])
+        self.seen.append((promql, request.headers.get("Authorization")))
+        if self.status != 200:
+            return web.Response(status=self.status, text="boom")
+        result = []
+        if "pfc_pause_duration" in promql:
+            value = 0.8 if at > self.storm_from else 0.0001
+            result = [{"metric": {"switch": "leaf07", "interface": "Ethernet4", "priority": "3",
+                                  "neighbor_port": "eth2"}, "value": [at, str(value)]}]
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+async def _with_prometheus(fake: FakePrometheus, tmp_path: Path, url_userinfo: str = "", token: bool = True):
+    from infrapulse.inspect.compare import Windows
+    from infrapulse.inspect.switchside import SwitchSide
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", fake.query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    token_file = tmp_path / "token"
+    token_file.write_text("tok-123\n")
+    cfg = {"url": f"http://{url_userinfo}127.0.0.1:{port}", "timeout": 5.0,
+           "bearer_token_file": str(token_file) if token else ""}
+    win = Windows((T0 - 30, T0), (T0 + 5, T0 + 15), T0 + 5, T0)
+    try:
+        return await SwitchSide(cfg, "gpu-node-09").findings(win)
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_switch_side_from_prometheus_names_the_facing_port(tmp_path: Path) -> None:
+    fake = FakePrometheus(storm_from=T0 + 1)
+    found, notes = await _with_prometheus(fake, tmp_path)
+    assert notes == []
+    top = found[0]
+    assert top.meta.target == "leaf07 Ethernet4 priority 3 rx (facing gpu-node-09 eth2)"
+    assert (top.before, top.since, top.moved) == (0.0001, 0.8, True)
+    decided = decide([], [], found)
+    assert (decided.layer, decided.target) == ("network", top.meta.target)
+    # Two windows x five values, each joined to the LLDP neighbours of this host, with the token.
+    assert len(fake.seen) == 10
+    assert all('neighbor_system="gpu-node-09"' in q and auth == "Bearer tok-123" for q, auth in fake.seen)
+    assert any("[30s]" in q for q, _ in fake.seen) and any("[10s]" in q for q, _ in fake.seen)
+
+
+async def test_a_failing_switch_side_is_a_note_without_secrets(tmp_path: Path) -> None:
+    fake = FakePrometheus(T0, status=500)
+    found, notes = await _with_prometheus(fake, tmp_path, "admin:pw-secret@", token=False)
+    assert found == [] and notes == ["switch side from switch_prometheus: query failed (HTTP 500)"]
+    assert fake.seen[0][1] == "Basic " + base64.b64encode(b"admin:pw-secret").decode()
+    found, notes = await _with_prometheus(fake, tmp_path, "admin:pw-secret@", token=True)
+    assert notes == ["switch side from switch_prometheus: query failed (switch_prometheus: credentials in "
+                     "the URL and a bearer_token_file; give one)"]
+    assert not any("pw-secret" in n or "tok-123" in n or "127.0.0.1" in n for n in notes)

@@ -177,9 +177,10 @@ def test_every_scenario_of_the_table_gets_its_verdict(tmp_path: Path) -> None:
             _open_in_chromium(f"{demo.url}/inspections/{latest}", tmp_path / "chromium"))
     finally:
         demo.stop()
+    expected = {row.scenario: row for row in rows}
     wrong = {name: got for name, got in results.items()
-             if not (got[0] == row.layer and got[1] == row.cause and row.target.search(got[2]))
-             for row in rows if row.scenario == name}
+             if not (got[0] == expected[name].layer and got[1] == expected[name].cause
+                     and expected[name].target.search(got[2]))}
     assert wrong == {}, json.dumps(results, indent=1)
     last = results[rows[-1].scenario]
     assert f"verdict: {last[0]}" in verdict_text and last[2] in verdict_text

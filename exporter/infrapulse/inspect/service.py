@@ -17,7 +17,7 @@ from ..health.scoring import Report
 from ..sources.base import stale_after
 from ..store import Snapshot, Store
 from . import compute, network, queue
-from .compare import Windows, windows
+from .compare import Finding, Windows, windows
 from .families import (
     DURATION,
     INSPECTIONS,
@@ -34,6 +34,7 @@ from .inspection import build, findings
 from .recorder import Recorder
 from .reports import ReportStore
 from .sample import View, lldp_facing, node_side, rdma_netdevs
+from .switchside import SwitchSide
 from .trigger import OVERALL, Crossing, Trigger
 
 if TYPE_CHECKING:
@@ -149,7 +150,11 @@ class InspectionService:
         if self.recorder.dropped_last_pass:
             notes.append(f"{self.recorder.dropped_last_pass} series over inspect.max_series were not "
                          "recorded in the last pass")
-        layers = findings(self.recorder, win)
+        extra: list[Finding] = []
+        if self.config["switch_prometheus"]["url"] and not self._facing_in_process():
+            extra, more = await SwitchSide(self.config["switch_prometheus"], self.hostname).findings(win)
+            notes += more
+        layers = findings(self.recorder, win, extra)
         endpoints = queue.endpoints(self.view(self.health.report)) if self.health.report else []
         report = build(self.hostname, trigger, win, layers, endpoints, notes, started)
         self.reports.save(report)
@@ -157,6 +162,9 @@ class InspectionService:
         self.counts[key] = self.counts.get(key, 0) + 1
         log.info("inspection", extra={"id": report["id"], "verdict": report["verdict"]["text"]})
         return report
+
+    def _facing_in_process(self) -> bool:
+        return any(m.target.find(" (facing ") > 0 for m in self.recorder.meta.values())
 
     async def on_demand(self, now: float | None = None) -> dict[str, Any]:
         now = time.time() if now is None else now

@@ -39,7 +39,7 @@ def _x(f: Finding) -> str:
     factor = f.factor
     if factor is None:
         return f"{f.meta.metric} {_num(f.before)} -> {_num(f.since)}"
-    return f"{f.meta.metric} x{factor:.3g}"
+    return f"{f.meta.metric} x{factor:,.0f}" if factor >= 100 else f"{f.meta.metric} x{factor:.3g}"
 
 
 def _num(value: float | None) -> str:
@@ -73,13 +73,12 @@ def decide(queue: list[Finding], compute: list[Finding], network: list[Finding])
     events = [f for f in _moved(compute) if f.meta.evidence]
     if events:
         top = events[0]
-        return Verdict("compute", "compute", top.meta.target,
-                       f"{summary} -> {top.meta.target}: {top.meta.metric}")
+        return Verdict("compute", "compute", top.meta.target, f"{summary} -> compute: {top.meta.target}")
     net = _moved(network)
     if net:
         top = net[0]
         return Verdict("network", "network", top.meta.target,
-                       f"{summary} -> the network: {top.meta.target} ({top.meta.metric})")
+                       f"{summary} -> network: {top.meta.target}")
     pressure = _moved(queue, QUEUE_PRESSURE)
     if pressure:
         top = pressure[0]
@@ -91,6 +90,5 @@ def decide(queue: list[Finding], compute: list[Finding], network: list[Finding])
     other = _moved(compute)
     if other:
         top = other[0]
-        return Verdict("compute", "compute", top.meta.target,
-                       f"{summary} -> {top.meta.target}: {top.meta.metric}")
+        return Verdict("compute", "compute", top.meta.target, f"{summary} -> compute: {top.meta.target}")
     return Verdict("none", "none", "", f"{summary} -> nothing moved past its noise floor")
