@@ -20,8 +20,8 @@ from infrapulse.inspect.inspection import findings
 from infrapulse.inspect.recorder import Recorder
 from infrapulse.inspect.reports import ReportStore
 from infrapulse.inspect.sample import COUNTER, Meta, floor_of
-from infrapulse.inspect.service import InspectionService, Refused
-from infrapulse.inspect.trigger import Trigger
+from infrapulse.inspect.service import InspectionService
+from infrapulse.inspect.trigger import Refused, Trigger
 from infrapulse.inspect.verdict import decide
 from infrapulse.store import Snapshot
 from infrapulse.webconfig import WebSecurity

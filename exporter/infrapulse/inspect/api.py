@@ -24,6 +24,7 @@ from ..http import LINKS_KEY, JsonField, json_error, read_json_object
 from ..webconfig import BASIC_AUTH_USER
 from . import page
 from .reports import ID_PATTERN
+from .trigger import Refused
 
 if TYPE_CHECKING:
     from .service import InspectionService
@@ -67,8 +68,6 @@ def routes(service: InspectionService) -> Callable[[web.Application], None]:
             return _json({"error": "starting an inspection needs basic auth (basic_auth_users in the web "
                                    "config) or inspect.allow_unauthenticated"}, 403)
         await read_json_object(request, POST_FIELDS)
-        from .service import Refused
-
         try:
             report = await service.on_demand()
         except Refused as exc:

@@ -35,22 +35,13 @@ from .recorder import Recorder
 from .reports import ReportStore
 from .sample import View, lldp_facing, node_side, rdma_netdevs
 from .switchside import SwitchSide
-from .trigger import OVERALL, Crossing, Trigger
+from .trigger import OVERALL, Crossing, Refused, Trigger
 
 if TYPE_CHECKING:
     from ..daemon import Daemon
     from ..health.service import HealthService
 
 log = logging.getLogger("infrapulse.inspect")
-
-
-class Refused(Exception):
-    """An on-demand inspection that cannot start now: `status` 409 (busy) or 429 (too soon)."""
-
-    def __init__(self, status: int, message: str, retry_after: float = 0.0) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retry_after = retry_after
 
 
 @dataclass

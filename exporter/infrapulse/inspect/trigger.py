@@ -68,3 +68,12 @@ class Trigger:
         else:
             self.last_start = now
         return reason
+
+
+class Refused(Exception):
+    """An on-demand inspection that cannot start now: `status` 409 (busy) or 429 (too soon)."""
+
+    def __init__(self, status: int, message: str, retry_after: float = 0.0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
