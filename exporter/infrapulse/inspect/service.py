@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ..health.service import HealthService
 
 log = logging.getLogger("infrapulse.inspect")
+TRIGGER_KINDS = ("score", "component", "on_demand")
+VERDICT_LAYERS = ("queue", "compute", "network", "none")
 
 
 @dataclass
@@ -178,8 +180,10 @@ class InspectionService:
 
     def publish(self) -> None:
         snap = Snapshot(time.time())
-        for (kind, layer), n in self.counts.items():
-            snap.add(INSPECTIONS, (kind, layer), float(n))
+        # Every (trigger, layer) from the start, at 0 until it happens: increase() sees the first one.
+        for kind in TRIGGER_KINDS:
+            for layer in VERDICT_LAYERS:
+                snap.add(INSPECTIONS, (kind, layer), float(self.counts.get((kind, layer), 0)))
         for reason in ("busy", "rate_limited"):
             snap.add(SUPPRESSED, (reason,), float(self.trigger.suppressed.get(reason, 0)))
         latest = self.reports.latest()

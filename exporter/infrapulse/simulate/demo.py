@@ -104,8 +104,9 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict 
     doc: dict[str, Any] = {**settings, "listen": listen, "interval": interval, "sources": sources}
     if health:
         doc["health"] = health
-    if inspect:  # the end-to-end tests' inspection thresholds and windows
-        doc["inspect"] = inspect
+    # Like its scenario API, the demo starts inspections for anyone who can reach it; the end-to-end
+    # tests add their thresholds and windows.
+    doc["inspect"] = {"allow_unauthenticated": True, **(inspect or {})}
     return config_mod.load_text(yaml.safe_dump(doc), "<demo>")
 
 
