@@ -49,7 +49,7 @@ CONFIG = Section(
                          default=5 * 1024 * 1024, min=64 * 1024),
         "max_series": Int("At most this many (target, value) series are recorded per pass; more are "
                           "counted in infrapulse_inspection_series_dropped_total.",
-                          default=5000, min=10),
+                          default=2000, min=10),
         "switch_prometheus": Section(doc="Optional: a Prometheus query API for the switch side, on a node "
                                          "whose switches another infrapulse instance collects.", fields={
             "url": Str("Base URL of the Prometheus (or compatible) HTTP API, e.g. http://prometheus:9090. "

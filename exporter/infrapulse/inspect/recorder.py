@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from .sample import Meta, Sampled
 
-MAX_POINTS = 120
+MAX_POINTS = 60  # ~100 bytes a point: 2000 series x 60 points ~ 12 MB at most
 MAX_SCORES = 4000  # passes of score history (a 0.05 s interval over the longest retention)
 
 Key = tuple[str, str, str]
