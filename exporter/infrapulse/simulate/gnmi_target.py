@@ -835,6 +835,11 @@ class SimFabric:
             sw = SimSwitch(f"leaf{rail + 1:02d}", profile, ports=ports, neighbors=neighbors, seed=rail)
             # anomalies hit rail 1 only: leaf01's ports to the first three nodes (storm, ECN, flap)
             sw.scenarios = scenarios if rail == 0 else None
+            if scenarios is not None and rail == 0:  # the node on each faulty port (fault_coupling.py)
+                for name, port in (("pfc-storm", sw.storm_port), ("ecn-spike", sw.ecn_port),
+                                   ("link-flap", sw.flap_port)):
+                    if port in neighbors:
+                        scenarios.place(name, *neighbors[port])
             switches.append(sw)
         return cls(switches, **target_options)
 

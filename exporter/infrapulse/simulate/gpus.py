@@ -32,6 +32,9 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
     shutil.copyfile(DEFAULT_DATA, data)
     fake = FakeNvml.from_file(data, scenarios=ctx.scenarios)
     register_live(data, fake)
+    xid = fake.spec.get("scenarios", {}).get("xid")
+    if xid:  # the serving engine on that GPU follows it (fault_coupling.py)
+        ctx.scenarios.place("xid", ctx.hostname, f"gpu{int(xid.get('gpu', 0)) % len(fake.gpus)}")
     exporter = FakeDcgmExporter(GpuExposition(fake, hostname=ctx.hostname, pods=DEMO_PODS))
     try:
         url = await exporter.start()

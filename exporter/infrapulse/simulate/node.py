@@ -269,6 +269,8 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
     sysfs_root = ctx.workdir / "node-sysfs"
     stats_dir = ctx.workdir / "node-ethtool"
     sim = await asyncio.to_thread(NodeSimulator.create, sysfs_root, stats_dir, ctx.scenarios, None, ctx.rng)
+    for name in SCENARIOS:  # every anomaly hits the victim port of the demo host (fault_coupling.py)
+        ctx.scenarios.place(name, ctx.hostname, VICTIM_NETDEV)
     task = asyncio.create_task(sim.run(1.0), name="simulate:node")
 
     async def close() -> None:

@@ -25,6 +25,9 @@ class ScenarioBoard:
         self._clock = clock
         self._started: dict[str, float] = {}
         self._until: dict[str, float | None] = {}
+        # Where each scenario strikes, as (node, port or "gpuN"), recorded by the simulators that
+        # inject it (place()): the serving engines follow it (fault_coupling.py).
+        self._sites: dict[str, set[tuple[str, str]]] = {}
         for name in initial or ():
             self.activate(name)
 
@@ -50,6 +53,13 @@ class ScenarioBoard:
     def elapsed(self, name: str) -> float:
         """Seconds since the scenario started (0 when inactive): lets simulators ramp up."""
         return self._clock() - self._started[name] if self.active(name) else 0.0
+
+    def place(self, name: str, node: str, where: str) -> None:
+        """Record that scenario `name` hits `where` (a netdev, or "gpuN") on `node`."""
+        self._sites.setdefault(name, set()).add((node, where))
+
+    def sites(self, name: str) -> frozenset[tuple[str, str]]:
+        return frozenset(self._sites.get(name, ()))
 
     def names(self) -> list[str]:
         return sorted(n for n in list(self._started) if self.active(n))

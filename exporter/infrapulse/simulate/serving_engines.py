@@ -18,7 +18,9 @@ a full KV cache preempts the newest request. So queueing, KV usage and TTFT resp
 Scenarios (ctx.scenarios): ttft-surge (prefill 10x slower and every first token waits 2 s on a
 congested KV-cache transfer: p95 ~4 s, every request past the 1 s SLI), queue-buildup (4x
 arrivals), engine-restart (/metrics answers 503 while active, as while a model reloads; then the
-engine comes back with counters and histograms from zero).
+engine comes back with counters and histograms from zero). Network faults on the engine's node
+(pfc-storm, ecn-spike, link-flap, rdma-retrans) slow decode and prefill with arrivals unchanged,
+and `xid` takes away the rank on the lost GPU (fault_coupling.py).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+
+from .fault_coupling import Slowdown, gpu_lost, network_slowdown
 
 if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
     from .demo import DemoContext, DemoPart
@@ -136,6 +140,9 @@ class LoadModel:
     load_factor: Callable[[], float] = lambda: 1.0
     prefill_factor: Callable[[], float] = lambda: 1.0
     transfer_stall: Callable[[], float] = lambda: 0.0  # seconds added to each KV-cache transfer
+    # Decode slower by this factor: a network fault on the node stalls tensor-parallel collectives
+    # (fault_coupling.py); arrivals do not change.
+    itl_factor: Callable[[], float] = lambda: 1.0
     rng: random.Random = field(init=False)
 
     def __post_init__(self) -> None:
@@ -143,6 +150,7 @@ class LoadModel:
 
     def reset(self) -> None:
         self.rng = random.Random(self.seed)
+        self.lost = False  # the rank's GPU is gone: no progress, arrivals go to the other ranks
         self.now = 0.0
         self.queue: deque[Request] = deque()
         self.prefilling: list[Request] = []
@@ -165,8 +173,24 @@ class LoadModel:
     def kv_usage(self) -> float:
         return min(1.0, self.kv_used / self.kv_capacity)
 
+    def lose_gpu(self) -> None:
+        """The rank's GPU fell off the bus: its in-flight and queued requests are aborted and it
+        makes no progress until `recover()`."""
+        self.lost = True
+        self.finished["abort"] += len(self.queue) + len(self.prefilling) + len(self.running)
+        self.queue.clear()
+        self.prefilling.clear()
+        self.running.clear()
+        self.kv_used = 0.0
+
+    def recover(self) -> None:
+        self.lost = False
+
     def advance(self, until: float) -> None:
         until = max(until, self.now)
+        if self.lost:  # time passes, nothing happens
+            self.now = until
+            return
         until = min(until, self.now + 120.0)  # bounded catch-up after a long pause
         while self.now + self.step <= until:
             self._tick(self.step)
@@ -210,7 +234,7 @@ class LoadModel:
             self.xfer_bytes.observe(req.prompt * 131072.0)
         if not self.running:
             return
-        itl = self.itl_base * (1 + 1.5 * len(self.running) / self.batch_limit)
+        itl = self.itl_base * (1 + 1.5 * len(self.running) / self.batch_limit) * self.itl_factor()
         tokens_each = dt / itl
         self.itl.observe(itl, tokens_each * len(self.running))
         for req in list(self.running):
@@ -551,20 +575,24 @@ class EngineServer:
 
     def __init__(self, variant: str, model: str = "llama-3-8b", arrival_rate: float = 2.0, seed: int = 1,
                  scenarios=None, dp_ranks: int = 1, clock: Callable[[], float] = time.monotonic,
-                 **load) -> None:
+                 node: str = "", gpus: tuple[int, ...] = (), **load) -> None:
+        """`node`: the host the engine runs on, so network faults placed there slow it; `gpus`:
+        the GPU of each data-parallel rank, so a lost GPU takes its rank away."""
         if variant not in ENGINE_VARIANTS:
             raise ValueError(f"unknown engine variant {variant!r}")
         self.variant = variant
         self.model = model
         self.scenarios = scenarios
         self.clock = clock
+        self.node = node
+        self.gpus = gpus
         self._t0 = clock()
         ttft, itl, e2e, queue = _BOUNDS[variant]
         ranks = dp_ranks if variant == "vllm" else 1
         self.ranks = [LoadModel(arrival_rate=arrival_rate / ranks, seed=seed + i, ttft_bounds=ttft,
                                 itl_bounds=itl, e2e_bounds=e2e, queue_bounds=queue,
                                 load_factor=self._load_factor, prefill_factor=self._prefill_factor,
-                                transfer_stall=self._transfer_stall, **load)
+                                transfer_stall=self._transfer_stall, itl_factor=self._itl_factor, **load)
                       for i in range(ranks)]
         self._down = False  # engine-restart: down while the scenario is active
         self._runner: web.AppRunner | None = None
@@ -577,11 +605,31 @@ class EngineServer:
     def _active(self, name: str) -> bool:
         return bool(self.scenarios is not None and self.scenarios.active(name))
 
+    def _slowdown(self) -> Slowdown:
+        return network_slowdown(self.scenarios, self.node) if self.node else Slowdown()
+
     def _load_factor(self) -> float:
-        return 4.0 if self._active("queue-buildup") else 1.0
+        """Per rank: the clients' rate (4x in queue-buildup), spread over the ranks still alive."""
+        alive = sum(not m.lost for m in self.ranks)
+        spread = len(self.ranks) / alive if alive else 1.0
+        return (4.0 if self._active("queue-buildup") else 1.0) * spread
 
     def _prefill_factor(self) -> float:
-        return SURGE_PREFILL_FACTOR if self._active("ttft-surge") else 1.0
+        surge = SURGE_PREFILL_FACTOR if self._active("ttft-surge") else 1.0
+        return surge * self._slowdown().prefill
+
+    def _itl_factor(self) -> float:
+        return self._slowdown().itl
+
+    def _follow_gpus(self) -> None:
+        """A rank whose GPU is lost stops (the data-parallel balancer sends its share of the
+        requests to the others); it serves again once the GPU is back."""
+        for rank, gpu in zip(self.ranks, self.gpus):
+            lost = gpu_lost(self.scenarios, self.node, gpu)
+            if lost and not rank.lost:
+                rank.lose_gpu()
+            elif rank.lost and not lost:
+                rank.recover()
 
     def _transfer_stall(self) -> float:
         return SURGE_TRANSFER_STALL_SECONDS if self._active("ttft-surge") else 0.0
@@ -601,6 +649,7 @@ class EngineServer:
         self._down = down
         if down:
             return
+        self._follow_gpus()
         t = self.clock() - self._t0
         for m in self.ranks:
             m.advance(t)
@@ -646,13 +695,27 @@ class EngineServer:
             self._runner = None
 
 
-# (endpoint name, engine variant, model, requests/s, data-parallel ranks)
-DEMO_ENGINES: tuple[tuple[str, str, str, float, int], ...] = (
-    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", 4.0, 2),
-    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", 3.0, 1),
-    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", 2.0, 1),
-    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", 1.0, 1),
+# (endpoint name, engine variant, model, requests/s, data-parallel ranks, batch limit). SGLang
+# takes the most requests per rank, so it runs a larger batch (its max_running_requests follows
+# the KV pool, hundreds on a real GPU): at 32 a network fault's slower decode would saturate it
+# and page the serving team for what is a fabric fault. Every engine still saturates under
+# queue-buildup's 4x arrivals.
+DEMO_ENGINES: tuple[tuple[str, str, str, float, int, int], ...] = (
+    ("vllm-llama-70b", "vllm", "meta-llama/Llama-3.1-70B-Instruct", 4.0, 2, 32),
+    ("sglang-qwen", "sglang", "Qwen/Qwen2.5-32B-Instruct", 3.0, 1, 64),
+    ("trtllm-triton", "triton-trtllm", "tensorrt_llm", 2.0, 1, 32),
+    ("tgi-mistral", "tgi", "mistralai/Mistral-7B-Instruct-v0.3", 1.0, 1, 32),
 )
+
+
+def demo_engine_gpus(endpoint: str, ranks: int) -> tuple[int, ...]:
+    """The GPU of each rank, as the demo's dcgm-exporter attributes pods "<endpoint>-<rank>"
+    (gpus.DEMO_PODS); () when the GPUs are not modelled."""
+    from .gpus import DEMO_PODS
+
+    by_pod = {pod: gpu for gpu, (_, _, pod) in DEMO_PODS.items() if isinstance(gpu, int)}
+    found = tuple(by_pod.get(f"{endpoint}-{rank}", -1) for rank in range(ranks))
+    return found if all(g >= 0 for g in found) else ()
 
 
 async def demo_part(ctx: DemoContext) -> DemoPart:
@@ -661,9 +724,11 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
     servers: list[EngineServer] = []
     endpoints: list[dict[str, str]] = []
     try:
-        for i, (name, variant, model, arrival_rate, dp_ranks) in enumerate(DEMO_ENGINES):
+        for i, (name, variant, model, arrival_rate, dp_ranks, batch_limit) in enumerate(DEMO_ENGINES):
             server = EngineServer(variant, model=model, seed=ctx.rng.randrange(1 << 30) + i,
-                                  scenarios=ctx.scenarios, arrival_rate=arrival_rate, dp_ranks=dp_ranks)
+                                  scenarios=ctx.scenarios, arrival_rate=arrival_rate, dp_ranks=dp_ranks,
+                                  node=ctx.hostname, gpus=demo_engine_gpus(name, dp_ranks),
+                                  batch_limit=batch_limit)
             await server.start()
             servers.append(server)
             ep = {"name": name, "url": server.url}
