@@ -243,19 +243,11 @@ def _storming_feed(start: float) -> Feed:
     return feed
 
 
-async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: Path) -> None:
-    start = time.time() - 100  # the store expires snapshots older than their staleness
-    feed = _storming_feed(start)
-    from infrapulse import config as config_mod
-    from infrapulse.health.service import HealthService
-
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
-    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+async def _drive(feed: Feed, start: float, health, service: InspectionService) -> list[dict]:
+    """One pass a second: publish the feed's step, score it, let the inspection service run."""
     made = []
-    steps = max(len(s) for s in feed.readings.values())
-    for i in range(steps):
+    for i in range(max(len(s) for s in feed.readings.values())):
         ts = start + i
-
         for (source, target), per_step in feed.readings.items():
             snap = Snapshot(ts)
             for family, series in per_step[i].items():
@@ -267,6 +259,41 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
         report = await service.step(now=ts)
         if report is not None:
             made.append(report)
+    return made
+
+
+async def test_an_xid_fed_through_health_names_the_gpu_and_the_xid(tmp_path: Path) -> None:
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    start = time.time() - 100
+    feed = Feed(start=start)
+    for gpu in ("1", "3"):
+        feed.series("nvml", "infrapulse_gpu_healthy", (gpu, f"GPU-{gpu}"), [1.0] * 45, "nvml")
+        feed.series("nvml", "infrapulse_gpu_utilization_ratio", (gpu, f"GPU-{gpu}"), [0.7] * 45, "nvml")
+    # XID 79 on GPU 3 from pass 30: a sparse counter born mid-life counts from zero.
+    feed.series("nvml", "infrapulse_gpu_xid_errors_total", ("3", "GPU-3", "79"), [None] * 30 + [1.0] * 15,
+                "nvml")
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    (report,) = await _drive(feed, start, health, service)
+    assert (report["verdict"]["layer"], report["verdict"]["target"]) == ("compute", "GPU 3")
+    compute = next(layer for layer in report["layers"] if layer["name"] == "compute")
+    top = compute["findings"][0]
+    assert (top["metric"], top["target"], top["before"], top["since"], top["note"]) == \
+        ("xid_critical", "GPU 3", 0.0, 1.0, "XID 79")
+    assert [f["target"] for f in compute["findings"] if f["moved"]] == ["GPU 3"]
+
+
+async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: Path) -> None:
+    start = time.time() - 100  # the store expires snapshots older than their staleness
+    feed = _storming_feed(start)
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    made = await _drive(feed, start, health, service)
     assert len(made) == 1
     report = made[0]
     assert report["verdict"]["layer"] == "network"
@@ -340,6 +367,8 @@ async def test_post_needs_basic_auth_and_json(tmp_path: Path) -> None:
                 csp = resp.headers["Content-Security-Policy"]
             async with session.get(base + "/metrics", headers=auth) as resp:
                 metrics = await resp.text()
+            async with session.get(base + "/", headers=auth) as resp:
+                status_page = await resp.text()
     assert report["trigger"]["kind"] == "on_demand" and report["verdict"]["layer"] == "none"
     assert [i["id"] for i in listing["inspections"]] == [report["id"]]
     assert f"Inspection {report['id']}" in page and "<script" not in page and "style=" not in page
@@ -347,6 +376,7 @@ async def test_post_needs_basic_auth_and_json(tmp_path: Path) -> None:
     assert 'infrapulse_inspections_total{trigger="on_demand",verdict_layer="none"} 1.0' in metrics
     assert f'infrapulse_inspection_last_info{{cause="none",id="{report["id"]}"' in metrics \
         or f'id="{report["id"]}"' in metrics
+    assert '<a href="/inspections/latest">latest inspection</a>' in status_page
     assert "s3cret" not in json.dumps(report) and "Authorization" not in json.dumps(report)
 
 

@@ -55,7 +55,7 @@ class Finding:
     def as_json(self) -> dict[str, object]:
         return {"target": self.meta.target, "metric": self.meta.metric, "unit": self.meta.unit,
                 "before": _round(self.before), "since": _round(self.since),
-                "change": round(self.change, 3), "moved": self.moved}
+                "change": round(self.change, 3), "moved": self.moved, "note": self.meta.note}
 
 
 def _round(value: float | None) -> float | None:

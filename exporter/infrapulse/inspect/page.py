@@ -50,7 +50,8 @@ def _layer(layer: dict[str, Any]) -> str:
     rows = []
     for f in layer["findings"][:ROWS_SHOWN]:
         cls = ' class="moved"' if f["moved"] else ""
-        rows.append(f"<tr{cls}><td>{_esc(f['target'])}</td><td>{_esc(f['metric'])}</td>"
+        note = f" <span class=\"muted\">({_esc(f['note'])})</span>" if f.get("note") else ""
+        rows.append(f"<tr{cls}><td>{_esc(f['target'])}</td><td>{_esc(f['metric'])}{note}</td>"
                     f"<td class=\"num\">{_num(f['before'])}</td><td class=\"num\">{_num(f['since'])}</td>"
                     f"<td class=\"num\">{f['change']:+.2f}</td><td>{_esc(f['unit'])}</td></tr>")
     table = ("<table><tr><th>target</th><th>value</th><th>before</th><th>since</th><th>change (log2)</th>"

@@ -35,6 +35,7 @@ class Meta:
     good: float | None = None  # a signal's good threshold: it moved only if it left the good side
     evidence: bool = False  # a hardware event (XID, lost GPU, uncorrectable ECC): enough on its own
     labels: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    note: str = field(default="", compare=False)  # the latest pass's detail: "XID 79", "hw_thermal"
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -112,7 +113,7 @@ def from_signals(view: View, layer: str) -> Iterator[Sampled]:
                 meta = Meta(layer, sig.name, target, sig.unit, floor_of(good, bad),
                             1 if good <= bad else -1, GAUGE, good,
                             evidence=sig.name in COMPUTE_EVIDENCE,
-                            labels=tuple(sorted(m.labels.items())))
+                            labels=tuple(sorted(m.labels.items())), note=m.note)
                 yield meta, float(m.value)
 
 
