@@ -450,3 +450,39 @@ async def test_a_failing_switch_side_is_a_note_without_secrets(tmp_path: Path) -
     assert notes == ["switch side from switch_prometheus: query failed (switch_prometheus: credentials in "
                      "the URL and a bearer_token_file; give one)"]
     assert not any("pw-secret" in n or "tok-123" in n or "127.0.0.1" in n for n in notes)
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+async def _inspect_cli(*args: str) -> tuple[int, str, str]:
+    import asyncio
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infrapulse", "inspect", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_cli_starts_and_shows_inspections_with_the_score_options(tmp_path: Path) -> None:
+    password = tmp_path / "pw"
+    password.write_text("s3cret\n")
+    config = f"state_dir: {tmp_path}\ninspect: {{on_demand_min_interval: 0s}}\n"
+    async with running_daemon(config, web_security=_web_config(tmp_path)) as daemon:
+        url = f"http://127.0.0.1:{daemon.bound_port}"
+        refused = await _inspect_cli("--url", url)
+        made = await _inspect_cli("--url", url, "--username", "ops", "--password-file", str(password))
+        latest = await _inspect_cli("--url", url, "--username", "ops", "--password-file", str(password),
+                                    "--latest", "--json")
+        listed = await _inspect_cli("--url", f"http://ops:s3cret@127.0.0.1:{daemon.bound_port}", "--list")
+    assert refused[0] == 3 and "401 Unauthorized" in refused[2]
+    code, out, err = made
+    assert code == 0 and err == ""  # nothing moved: verdict none, exit 0
+    report_id = out.split()[1]
+    assert out.startswith(f"inspection {report_id} on testhost (on_demand)\nverdict: none\n")
+    assert "queue: normal" in out and "network: normal" in out
+    assert latest[0] == 0 and json.loads(latest[1])["id"] == report_id
+    assert listed[0] == 0 and listed[1].split() == [report_id, "on_demand", "none"]
+    assert not any("s3cret" in text for result in (refused, made, latest, listed) for text in result[1:])
