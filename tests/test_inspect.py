@@ -374,8 +374,8 @@ async def test_post_needs_basic_auth_and_json(tmp_path: Path) -> None:
     assert f"Inspection {report['id']}" in page and "<script" not in page and "style=" not in page
     assert "script-src" not in csp and "default-src 'none'" in csp
     assert 'infrapulse_inspections_total{trigger="on_demand",verdict_layer="none"} 1.0' in metrics
-    assert f'infrapulse_inspection_last_info{{cause="none",id="{report["id"]}"' in metrics \
-        or f'id="{report["id"]}"' in metrics
+    (info,) = [line for line in metrics.splitlines() if line.startswith("infrapulse_inspection_last_info{")]
+    assert f'id="{report["id"]}"' in info and 'verdict_layer="none"' in info and info.endswith(" 1.0")
     assert '<a href="/inspections/latest">latest inspection</a>' in status_page
     assert "s3cret" not in json.dumps(report) and "Authorization" not in json.dumps(report)
 
