@@ -486,3 +486,19 @@ async def test_the_cli_starts_and_shows_inspections_with_the_score_options(tmp_p
     assert latest[0] == 0 and json.loads(latest[1])["id"] == report_id
     assert listed[0] == 0 and listed[1].split() == [report_id, "on_demand", "none"]
     assert not any("s3cret" in text for result in (refused, made, latest, listed) for text in result[1:])
+
+
+async def test_a_steady_score_starts_no_inspection(tmp_path: Path) -> None:
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    start = time.time() - 100
+    feed = Feed(start=start)
+    feed.series("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"),
+                [i * 0.0001 for i in range(45)], "ens1f0np0")
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    assert await _drive(feed, start, health, service) == []
+    assert health.report is not None and health.report.score == 100.0
+    assert service.reports.latest() is None and not (tmp_path / "inspections").exists()
+    assert service.recorder.series_count() == 1
