@@ -87,4 +87,5 @@ def test_inspection_links_follow_the_scheme_and_point_at_the_alerts_instance():
     assert "http://{{ $labels.instance }}" not in https
     assert gen.inspection_links_off(rules) == []
     wrong = rules.replace("{{ $labels.instance }}/inspections", "node1:9477/inspections", 1)
-    assert gen.inspection_links_off(wrong) == ["inspection_url host 'node1:9477', expected {{ $labels.instance }}"]
+    assert gen.inspection_links_off(wrong) == [
+        "inspection_url host 'node1:9477', expected {{ $labels.instance }}"]
