@@ -29,6 +29,12 @@ ALERTS_DIR = Path(__file__).resolve().parent
 # `runbook_url: <anything>/<AlertName>.md`, quoted or not, in rules and in promtool expectations.
 RUNBOOK_LINE = re.compile(r'^(?P<lead>[ \t]*runbook_url:[ \t]*)(?P<q>"?)(?P<url>\S*?)'
                           r'(?P<alert>Infrapulse\w+)\.md(?P=q)[ \t]*$', re.MULTILINE)
+# `inspection_url: <scheme>://<instance>/inspections/latest`: the daemon's latest inspection
+# (docs/inspections.md); the scheme follows --inspection-scheme (https for daemons behind TLS).
+INSPECTION_LINE = re.compile(r'^(?P<lead>[ \t]*inspection_url:[ \t]*)(?P<q>["\']?)(?P<scheme>https?)://'
+                             r'(?P<host>[^\s"\']+|\{\{ \$labels\.instance \}\})/inspections/latest'
+                             r'(?P=q)[ \t]*$', re.MULTILINE)
+INSTANCE_TEMPLATE = "{{ $labels.instance }}"
 FIX = "python alerts/generate_runbook_urls.py"
 ALERT_LINE = re.compile(r"^\s*-\s*alert:\s*(\w+)\s*$")
 
@@ -45,9 +51,22 @@ def sources(alerts_dir: Path = ALERTS_DIR) -> list[Path]:
     return sorted(alerts_dir.glob("*.rules.yaml")) + sorted((alerts_dir / "tests").glob("*.yaml"))
 
 
-def rewrite(text: str, base: str) -> str:
+def rewrite(text: str, base: str, inspection_scheme: str = "http") -> str:
     base = base if base.endswith("/") else base + "/"
-    return RUNBOOK_LINE.sub(lambda m: f'{m["lead"]}{m["q"]}{base}{m["alert"]}.md{m["q"]}', text)
+    text = RUNBOOK_LINE.sub(lambda m: f'{m["lead"]}{m["q"]}{base}{m["alert"]}.md{m["q"]}', text)
+    return INSPECTION_LINE.sub(
+        lambda m: f'{m["lead"]}{m["q"]}{inspection_scheme}://{m["host"]}/inspections/latest{m["q"]}', text)
+
+
+def inspection_links_off(text: str) -> list[str]:
+    """inspection_url annotations of rules that do not point at the alert's own instance."""
+    lines = [line for line in text.splitlines() if re.match(r"\s*inspection_url:", line)]
+    found = {m["host"] for m in INSPECTION_LINE.finditer(text)}
+    wrong = [f"inspection_url host {h!r}, expected {INSTANCE_TEMPLATE}" for h in sorted(found)
+             if h != INSTANCE_TEMPLATE]
+    if len(lines) != len(list(INSPECTION_LINE.finditer(text))):
+        wrong.append("an inspection_url that is not <scheme>://{{ $labels.instance }}/inspections/latest")
+    return wrong
 
 
 def mismatched_alerts(text: str) -> list[str]:
@@ -63,13 +82,13 @@ def mismatched_alerts(text: str) -> list[str]:
     return wrong
 
 
-def write_copy(base: str, out: Path) -> list[Path]:
+def write_copy(base: str, out: Path, inspection_scheme: str = "http") -> list[Path]:
     """The rule files, their tests and the PrometheusRule objects with `base`, under `out`."""
     written = []
     for path in sources():
         target = out / path.relative_to(ALERTS_DIR)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(rewrite(path.read_text(), base))
+        target.write_text(rewrite(path.read_text(), base, inspection_scheme))
         written.append(target)
     sys.path.insert(0, str(ALERTS_DIR))
     import generate_prometheusrule
@@ -84,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed runbook_url is off")
     parser.add_argument("--runbook-base", metavar="URL",
                         help="base URL of the runbooks (default: the repository's docs/runbooks/)")
+    parser.add_argument("--inspection-scheme", choices=("http", "https"), default="http",
+                        help="scheme of the inspection_url annotations (https: daemons behind TLS)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write a copy there instead of rewriting alerts/")
     args = parser.parse_args(argv)
@@ -91,15 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     if not re.fullmatch(r"https?://\S+", base):
         parser.error(f"--runbook-base must be an http(s) URL, got {base!r}")
     if args.out:
-        for path in write_copy(base, args.out):
+        for path in write_copy(base, args.out, args.inspection_scheme):
             print(f"wrote {path}")
         return 0
     problems = []
     for path in sources():
         text = path.read_text()
         if path.name.endswith(".rules.yaml"):
-            problems += [f"{path}: {m}" for m in mismatched_alerts(text)]
-        wanted = rewrite(text, base)
+            problems += [f"{path}: {m}" for m in mismatched_alerts(text) + inspection_links_off(text)]
+        wanted = rewrite(text, base, args.inspection_scheme)
         if wanted == text:
             continue
         if args.check:

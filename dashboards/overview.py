@@ -72,6 +72,19 @@ def build() -> Dashboard:
               "signal).",
               [target(f"bottomk(10, {sel('infrapulse_health_signal_score')})", instant=True, table=True)],
               width=12),
+        table("Recent inspections",
+              "Each node's latest inspection (docs/inspections.md): when its score crossed, the layer "
+              "its verdict names (queue, compute, network, none), the cause and the target (endpoint, "
+              "GPU, port); the report is at http://<instance>/inspections/latest. Newest first.",
+              [target(f"sort_desc({sel('instance:infrapulse_inspection_last:timestamp')}) * 1000",
+                      instant=True, table=True)],
+              unit="dateTimeAsIso", hide=("Time", "__name__", "job"), width=12),
+        timeseries("Inspections per hour by verdict",
+                   "How often the selected nodes were inspected in the last hour, per verdict layer: "
+                   "many network verdicts across nodes point at the fabric, queue verdicts at load.",
+                   [target(f"sum by (verdict_layer) "
+                           f"({sel('instance_verdict_layer:infrapulse_inspections:increase1h')})",
+                           "{{verdict_layer}}")], "none", min=0),
         row("Sources"),
         table("Source status",
               "Each source instance (source, target) with the reason of its last collection: ok, "

@@ -179,6 +179,7 @@ def _catalog_names() -> set[str]:
     health = importlib.import_module("infrapulse.health")
     for info in pkgutil.iter_modules(health.__path__):
         importlib.import_module(f"infrapulse.health.{info.name}")
+    importlib.import_module("infrapulse.inspect.families")
     names = set()
     for family in catalog.all_families():
         names.add(family.name)

@@ -141,7 +141,7 @@ def test_every_error_is_reported_at_once(tmp_path):
     assert keys == ["bogus", "listen", "interval", "health.window", "sources.serving.endpoints[0].url",
                     "sources.serving.endpoints[1].name"]
     assert str(err.value).splitlines()[0] == f"{path}: bogus: unknown key (known keys here: " \
-        "health, hostname, http, interval, listen, role, sources, state_dir)"
+        "health, hostname, http, inspect, interval, listen, role, sources, state_dir)"
     proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2

@@ -74,3 +74,18 @@ def test_a_rule_linking_another_alerts_runbook_is_reported():
             f"      runbook_url: {DEFAULT_RUNBOOK_BASE}InfrapulseGpuThrottling.md\n")
     assert gen.mismatched_alerts(text) == ["InfrapulseGpuLost links InfrapulseGpuThrottling"]
     assert gen.rewrite(text, "https://x.example/rb") == text.replace(DEFAULT_RUNBOOK_BASE, "https://x.example/rb/")
+
+
+def test_inspection_links_follow_the_scheme_and_point_at_the_alerts_instance():
+    gen = _gen()
+    rules = (ROOT / "alerts" / "health.rules.yaml").read_text()
+    links = [r["annotations"]["inspection_url"] for g in yaml.safe_load(rules)["groups"] for r in g["rules"]
+             if "inspection_url" in r.get("annotations", {})]
+    assert links == ["http://{{ $labels.instance }}/inspections/latest"] * 2
+    https = gen.rewrite(rules, DEFAULT_RUNBOOK_BASE, "https")
+    assert https.count("https://{{ $labels.instance }}/inspections/latest") == 2
+    assert "http://{{ $labels.instance }}" not in https
+    assert gen.inspection_links_off(rules) == []
+    wrong = rules.replace("{{ $labels.instance }}/inspections", "node1:9477/inspections", 1)
+    assert gen.inspection_links_off(wrong) == [
+        "inspection_url host 'node1:9477', expected {{ $labels.instance }}"]

@@ -19,6 +19,7 @@ from . import docs as docs_cli
 from .config import ConfigError, default_config, load_file
 from .doctor import cli as doctor_cli
 from .health import cli as health_cli
+from .inspect import cli as inspect_cli
 from .schema import SchemaError, format_duration, parse_host_port
 from .simulate import cli as simulate_cli
 
@@ -26,7 +27,7 @@ log = logging.getLogger("infrapulse")
 
 # Sub-commands that live with their subsystem: each module's add_parser(subparsers) sets
 # `func` (returning an exit code) on its parser.
-SUBCOMMAND_MODULES = (simulate_cli, health_cli, docs_cli)
+SUBCOMMAND_MODULES = (simulate_cli, health_cli, inspect_cli, docs_cli)
 
 
 def _listen(value: str) -> str:

@@ -94,6 +94,12 @@ def _health_section() -> Section:
     return health_config.CONFIG
 
 
+def _inspect_section() -> Section:
+    from .inspect import config as inspect_config
+
+    return inspect_config.CONFIG
+
+
 def root_schema() -> Section:
     return Section(
         fields={
@@ -138,6 +144,7 @@ def root_schema() -> Section:
                                          "old.", default="1s", min=0),
             }),
             "health": _health_section(),
+            "inspect": _inspect_section(),
             "sources": _sources_section(),
         }
     )

@@ -23,6 +23,7 @@ from . import memory
 from .health import service as health_service
 from .http import json_error, make_app
 from .httpguard import ClientErrorLog, ConnectionGuard, GuardLimits, HttpStats
+from .inspect import service as inspect_service
 from .metrics import DaemonState, make_registry
 from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
@@ -76,6 +77,7 @@ class Daemon:
         memory.tune()  # before any source starts gRPC's threads
         self.services.append(asyncio.create_task(memory.trim_periodically(), name="malloc-trim"))
         health_service.attach(self)
+        inspect_service.attach(self)
         self._start_sources(self.config)
         if self.web_security is not None:
             self.services.append(asyncio.create_task(self.web_security.watch(), name="web-config-watch"))

@@ -100,6 +100,7 @@ def load_everything() -> None:
     importlib.import_module("infrapulse.httpguard")
     importlib.import_module("infrapulse.health.families")
     importlib.import_module("infrapulse.health.service")
+    importlib.import_module("infrapulse.inspect.service")
 
 
 def _md(text: str) -> str:

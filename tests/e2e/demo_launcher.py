@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--interval", default="1s")
     parser.add_argument("--health", type=json.loads, default=None, help="the health: section, as JSON")
+    parser.add_argument("--inspect", type=json.loads, default=None, help="the inspect: section, as JSON")
     args = parser.parse_args(argv)
     args.scenario, args.duration, args.web_config_file = [], 0, None
     logs.setup("text", "info")

@@ -8,9 +8,9 @@ headless Chromium: zero violations, counted three ways:
 
 The pages: the status page, the JSON APIs, /metrics, the stylesheet, a 404; the status page
 again with each of the demo's scenarios switched on through its API (its detractors and
-capped score render then) and off. A control page served with the same policy and inline
-style and script must be reported by all three, so the zero above is not a deaf collector.
-(The "inspection reports" the issue names do not exist in the exporter yet.)
+capped score render then) and off; the inspection pages, with no report yet and with one
+started on demand. A control page served with the same policy and inline style and script
+must be reported by all three, so the zero above is not a deaf collector.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ LISTENER = ("window.__csp = [];"
             "document.addEventListener('securitypolicyviolation', e => "
             "window.__csp.push(e.violatedDirective + ' ' + e.blockedURI + ' ' + e.documentURI));")
 PAGES = ("/", "/api/v1/health", "/api/v1/sources", "/api/v1/scenarios", "/metrics", "/healthz",
-         "/static/health.css", "/no-such-page")
+         "/static/health.css", "/no-such-page", "/inspections", "/inspections/latest",
+         "/static/inspection.css", "/api/v1/inspections")
 
 
 class Collector:
@@ -86,6 +87,8 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
     port = free_port()
     cfg = demo.demo_config(parts, f"127.0.0.1:{port}", "1s")
     cfg["http"]["csp_report_uri"] = f"http://127.0.0.1:{collector_port}/csp"
+    # No automatic inspection (the scenarios would leave one pending): the page comes from a POST.
+    cfg["inspect"].update(allow_unauthenticated=True, on_demand_min_interval=0.0, score_below=0.0)
     daemon = Daemon(cfg, hostname=ctx.hostname, source_options={OPEN_FAKE_KEY: open_fake})
     daemon.app_extensions.append(demo.scenario_routes(board))
     browser = Browser()
@@ -113,6 +116,12 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
                                         json={"name": name, "active": False}) as resp:
                     assert resp.status == 200
             page_text = await browser.evaluate("document.body.innerText")
+            async with session.post(origin + "/api/v1/inspections", json={}) as resp:
+                assert resp.status == 200, await resp.text()
+                inspection = (await resp.json())["id"]
+            await browser.navigate(f"{origin}/inspections/{inspection}")
+            seen["/inspections/<id>"] = await browser.evaluate("window.__csp")
+            inspection_text = await browser.evaluate("document.body.innerText")
             # The control: the same policy with inline style and script is reported.
             control_origin = f"http://127.0.0.1:{collector_port}"
             await browser.navigate(control_origin + "/control")
@@ -129,6 +138,7 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
         await runner.cleanup()
 
     assert len(scenarios) >= 5 and "infrapulse health" in page_text
+    assert f"Inspection {inspection}" in inspection_text and "verdict:" in inspection_text
     assert title != "ran" and len(control_seen) >= 2, control_seen  # inline script blocked, style reported
     assert collector.from_origin(control_origin), "Chromium sent no CSP report for the control page"
     assert await _browser_violations(browser, control_origin)

@@ -19,6 +19,7 @@ import re
 import sys
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,11 @@ def stack():
         for name in SCENARIOS:
             if name in known:
                 running.set_scenario(name, True)
+        # One inspection on demand (the demo allows it unauthenticated) for the inspection panels.
+        req = urllib.request.Request(running.exporter_url + "/api/v1/inspections", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status == 200
         yield running
 
 

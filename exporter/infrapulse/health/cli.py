@@ -40,6 +40,13 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         help="HTTP timeout (default 5)")
     parser.add_argument("--json", action="store_true", help="print the raw JSON instead of the table")
     parser.add_argument("--all", action="store_true", help="list signals without data too")
+    add_connection_arguments(parser)
+    parser.set_defaults(func=cmd_score)
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """--ca-file, --cert-file/--key-file, --insecure-skip-verify, --username/--password-file and
+    --bearer-token-file: how every client command reaches a daemon behind its web config."""
     tls = parser.add_argument_group("TLS (a daemon run with --web.config.file tls_server_config)")
     tls.add_argument("--ca-file", metavar="FILE", help="PEM CA bundle that signed the daemon's certificate")
     tls.add_argument("--cert-file", metavar="FILE",
@@ -53,7 +60,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     auth.add_argument("--password-file", metavar="FILE", help="file holding the basic-auth password")
     auth.add_argument("--bearer-token-file", metavar="FILE",
                       help="file holding a bearer token (a proxy in front of the daemon)")
-    parser.set_defaults(func=cmd_score)
 
 
 class UsageError(ValueError):

@@ -90,7 +90,8 @@ async def close_parts(parts: list[DemoPart]) -> None:
             log.exception("closing simulator failed", extra={"part": part.name})
 
 
-def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict | None = None) -> dict:
+def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict | None = None,
+                inspect: dict | None = None) -> dict:
     """The daemon's config: every simulator's sources, and a `health:` section when given (the
     end-to-end tests shorten the health windows with it)."""
     sources: dict = {}
@@ -103,6 +104,9 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict 
     doc: dict[str, Any] = {**settings, "listen": listen, "interval": interval, "sources": sources}
     if health:
         doc["health"] = health
+    # Like its scenario API, the demo starts inspections for anyone who can reach it; the end-to-end
+    # tests add their thresholds and windows.
+    doc["inspect"] = {"allow_unauthenticated": True, **(inspect or {})}
     return config_mod.load_text(yaml.safe_dump(doc), "<demo>")
 
 
@@ -137,7 +141,7 @@ def run_demo(args) -> int:
         parts = await start_parts(ctx)
         try:
             cfg = demo_config(parts, args.listen or "127.0.0.1:9477", args.interval,
-                              getattr(args, "health", None))
+                              getattr(args, "health", None), getattr(args, "inspect", None))
             daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security,
                             source_options={OPEN_FAKE_KEY: open_fake})
             daemon.app_extensions.append(scenario_routes(ctx.scenarios))

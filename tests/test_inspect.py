@@ -1,0 +1,504 @@
+"""Inspections: ranking and verdicts from sequences of passes, the trigger's arming and rate
+limits, the bounded report store across restarts, and the HTTP API (auth on POST, 409/429)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import aiohttp
+import bcrypt
+import pytest
+from aiohttp import web
+
+from conftest import running_daemon
+from health_fixtures import Feed, service_for
+from infrapulse.inspect.compare import MOVED, counter_rate, windows
+from infrapulse.inspect.inspection import findings
+from infrapulse.inspect.recorder import Recorder
+from infrapulse.inspect.reports import ReportStore
+from infrapulse.inspect.sample import COUNTER, Meta, floor_of
+from infrapulse.inspect.service import InspectionService
+from infrapulse.inspect.trigger import Refused, Trigger
+from infrapulse.inspect.verdict import decide
+from infrapulse.store import Snapshot
+from infrapulse.webconfig import WebSecurity
+
+T0 = 1_700_000_000.0
+STEP = 1.0
+BEFORE, SINCE = 20.0, 10.0
+
+
+def waiting(ep: str) -> Meta:
+    return Meta("queue", "waiting", f"endpoint {ep}", "count", 4.0)
+
+
+def finished(ep: str) -> Meta:
+    return Meta("queue", "finished", f"endpoint {ep}", "per_second", 0.2, kind=COUNTER)
+
+
+def pause(port: str) -> Meta:
+    return Meta("network", "pfc_pause_ratio", port, "ratio", floor_of(0.005, 0.2), good=0.005)
+
+
+def xid(gpu: str) -> Meta:
+    return Meta("compute", "xid_critical", f"GPU {gpu}", "count", floor_of(0.0, 1.0), good=0.0, evidence=True)
+
+
+def itl(ep: str) -> Meta:
+    return Meta("queue", "itl_p95", f"endpoint {ep}", "seconds", floor_of(0.05, 0.1), good=0.05)
+
+
+class Passes:
+    """A recorder fed one pass a second: a healthy stretch, then the fault from `fault_at`."""
+
+    def __init__(self) -> None:
+        self.recorder = Recorder(2 * BEFORE + 2 * SINCE, max_series=1000)
+
+    def run(self, seconds: int, fault_at: int, healthy: dict[Meta, float], faulty: dict[Meta, float],
+            counters: dict[Meta, tuple[float, float]] = {}) -> float:  # noqa: B006
+        """Returns the crossing time (the first faulty pass); counters: per-second (healthy, faulty)."""
+        totals = {m: 0.0 for m in counters}
+        for i in range(seconds):
+            ts = T0 + i * STEP
+            bad = i >= fault_at
+            values = dict(faulty if bad else healthy)
+            for m, (ok, ko) in counters.items():
+                totals[m] += ko if bad else ok
+                values[m] = totals[m]
+            self.recorder.observe(ts, list(values.items()), 40.0 if bad else 100.0, {})
+        return T0 + fault_at * STEP
+
+    def verdict(self, crossing: float):
+        win = windows(self.recorder, crossing, BEFORE, SINCE)
+        layers = findings(self.recorder, win)
+        return decide(layers["queue"], layers["compute"], layers["network"]), layers
+
+
+def test_queue_growing_with_arrivals_flat_and_the_fabric_pausing_is_the_network() -> None:
+    p = Passes()
+    healthy = {waiting("llama"): 1.0, itl("llama"): 0.03, pause("ens1f0np0 priority 3 rx"): 0.0001,
+               pause("ens2f0np0 priority 3 rx"): 0.0001}
+    faulty = {waiting("llama"): 12.0, itl("llama"): 0.2, pause("ens1f0np0 priority 3 rx"): 0.8,
+              pause("ens2f0np0 priority 3 rx"): 0.0002}
+    crossing = p.run(45, 25, healthy, faulty, {finished("llama"): (4.0, 4.0)})
+    verdict, layers = p.verdict(crossing)
+    assert (verdict.layer, verdict.cause, verdict.target) == ("network", "network", "ens1f0np0 priority 3 rx")
+    top = layers["network"][0]
+    assert top.before == pytest.approx(0.0001) and top.since == pytest.approx(0.8)
+    assert "queue: endpoint llama itl_p95" in verdict.text or "queue: endpoint llama waiting" in verdict.text
+    arrivals = next(f for f in layers["queue"] if f.meta.metric == "arrivals")
+    assert arrivals.factor == pytest.approx(1.0, rel=0.05)
+
+
+def test_queue_growing_with_arrivals_and_a_calm_fabric_is_a_saturated_engine() -> None:
+    p = Passes()
+    port = pause("ens1f0np0 priority 3 rx")
+    healthy = {waiting("llama"): 1.0, waiting("qwen"): 1.0, port: 0.0001}
+    faulty = {waiting("llama"): 30.0, waiting("qwen"): 6.0, port: 0.00012}
+    # qwen's queue grows too, less: the verdict names llama, whose arrivals went x5.
+    crossing = p.run(45, 25, healthy, faulty, {finished("llama"): (4.0, 20.0), finished("qwen"): (3.0, 3.0)})
+    verdict, layers = p.verdict(crossing)
+    assert (verdict.layer, verdict.cause, verdict.target) == ("queue", "engine_saturated", "endpoint llama")
+    assert "waiting x30 with arrivals x5" in verdict.text
+    assert "compute: normal" in verdict.text and "network: normal" in verdict.text
+
+
+def test_queue_growing_with_arrivals_flat_and_a_calm_fabric_is_a_slow_engine() -> None:
+    p = Passes()
+    crossing = p.run(45, 25, {waiting("llama"): 1.0}, {waiting("llama"): 20.0},
+                     {finished("llama"): (4.0, 4.0)})
+    verdict, _ = p.verdict(crossing)
+    assert (verdict.layer, verdict.cause, verdict.target) == ("queue", "engine_slow", "endpoint llama")
+
+
+def test_a_gpu_event_is_compute_whatever_else_moved() -> None:
+    p = Passes()
+    healthy = {xid("3"): 0.0, xid("1"): 0.0, pause("ens1f0np0 priority 3 rx"): 0.0001, waiting("llama"): 1.0}
+    faulty = {xid("3"): 1.0, xid("1"): 0.0, pause("ens1f0np0 priority 3 rx"): 0.5, waiting("llama"): 9.0}
+    verdict, layers = p.verdict(p.run(45, 25, healthy, faulty))
+    assert (verdict.layer, verdict.target) == ("compute", "GPU 3")
+    assert [f.meta.target for f in layers["compute"] if f.moved] == ["GPU 3"]
+
+
+def test_ties_rank_by_metric_then_target_and_the_first_is_named() -> None:
+    p = Passes()
+    a, b = pause("ens2f0np0 priority 3 rx"), pause("ens1f0np0 priority 3 rx")
+    verdict, layers = p.verdict(p.run(45, 25, {a: 0.0, b: 0.0}, {a: 0.5, b: 0.5}))
+    assert [f.meta.target for f in layers["network"]] == ["ens1f0np0 priority 3 rx",
+                                                          "ens2f0np0 priority 3 rx"]
+    assert layers["network"][0].change == layers["network"][1].change
+    assert verdict.target == "ens1f0np0 priority 3 rx"
+
+
+def test_nothing_past_the_noise_floor_is_no_verdict() -> None:
+    p = Passes()
+    port = pause("ens1f0np0 priority 3 rx")
+    # Pausing 0.01% -> 0.03% (x3, but far under the floor) and a queue of 1 -> 3: noise.
+    verdict, layers = p.verdict(p.run(45, 25, {port: 0.0001, waiting("llama"): 1.0},
+                                      {port: 0.0003, waiting("llama"): 3.0}))
+    assert verdict.layer == "none" and verdict.target == ""
+    assert all(not f.moved for layer in layers.values() for f in layer)
+    assert 0 < layers["network"][0].change < MOVED
+
+
+def test_the_before_window_ends_where_the_score_started_to_fall() -> None:
+    r = Recorder(100.0, 100)
+    for i in range(40):  # 100 until i=20, then falling a point a pass, crossing 80 at i=39
+        r.observe(T0 + i, [], 100.0 if i <= 20 else 100.0 - (i - 20) * 1.05, {})
+    win = windows(r, T0 + 39, 30.0, 10.0)
+    assert win.onset == T0 + 20
+    assert win.before == (T0 - 10, T0 + 20) and win.since == (T0 + 39, T0 + 49)
+
+
+def test_counter_rates_survive_a_reset() -> None:
+    assert counter_rate([(0.0, 100.0), (1.0, 110.0), (2.0, 5.0), (3.0, 15.0)]) == pytest.approx(25 / 3)
+
+
+def test_the_recorder_keeps_at_most_max_series() -> None:
+    r = Recorder(60.0, max_series=3)
+    dropped = r.observe(T0, [(pause(f"p{i}"), 0.0) for i in range(5)], 100.0, {})
+    assert dropped == 2 and r.series_count() == 3
+
+
+# -- the trigger ---------------------------------------------------------------------------------
+
+def test_a_flapping_score_starts_one_inspection_per_min_interval() -> None:
+    trig = Trigger(score_below=80, component_below={"network": 50}, rearm_margin=5, min_interval=600)
+    assert trig.crossings(T0, 70.0, {}) == []  # first sight already low: a restart, not a drop
+    started = []
+    for i, score in enumerate([90, 70, 90, 70, 82, 70, 90, 70]):
+        for c in trig.crossings(T0 + i, float(score), {}):
+            started.append((i, c.value, trig.admit(T0 + i, busy=False)))
+    # 82 is under threshold+margin: not re-armed, so the crossing at i=5 is not one.
+    assert started == [(1, 70.0, ""), (3, 70.0, "rate_limited"), (7, 70.0, "rate_limited")]
+    assert trig.suppressed == {"rate_limited": 2}
+
+
+def test_component_crossings_and_busy() -> None:
+    trig = Trigger(score_below=0, component_below={"network": 50}, rearm_margin=0, min_interval=0)
+    trig.crossings(T0, 99.0, {"network": 100.0})
+    (crossing,) = trig.crossings(T0 + 1, 99.0, {"network": 10.0})
+    assert (crossing.watched, crossing.threshold, crossing.value) == ("network", 50.0, 10.0)
+    assert trig.admit(T0 + 1, busy=True) == "busy"
+
+
+# -- the report store ----------------------------------------------------------------------------
+
+def _report(i: int, pad: int = 0) -> dict:
+    return {"id": f"20261201T1700{i:02d}Z-{i:06x}", "timestamp": T0 + i, "pad": "x" * pad,
+            "verdict": {"layer": "network", "cause": "network", "target": "p", "text": ""},
+            "trigger": {"kind": "score", "crossings": []}}
+
+
+def test_reports_are_bounded_by_count_and_bytes_and_survive_a_restart(tmp_path: Path) -> None:
+    store = ReportStore(str(tmp_path), keep=3, max_bytes=64 * 1024)
+    for i in range(5):
+        store.save(_report(i))
+    files = sorted(p.name for p in (tmp_path / "inspections").iterdir())
+    assert files == [f"{_report(i)['id']}.json" for i in (2, 3, 4)]
+    (tmp_path / "inspections" / "20261201T170099Z-zzzzzz.json").write_text("{")  # not an id: ignored
+    (tmp_path / "inspections" / "20261201T170098Z-0000aa.json").write_text("{broken")
+    again = ReportStore(str(tmp_path), keep=3, max_bytes=64 * 1024)
+    again.load()
+    assert [r["id"] for r in again.newest_first()] == [_report(i)["id"] for i in (4, 3, 2)]
+    assert again.errors == 1  # the broken one, counted
+    big = ReportStore(str(tmp_path), keep=10, max_bytes=64 * 1024)
+    big.load()
+    for i in range(5, 10):
+        big.save(_report(i, pad=20_000))
+    assert big.total_bytes() <= 64 * 1024 and len(big.reports) == 3
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "inspections").glob("2*Z-[0-9a-f]*.json")
+                  if p.name[:-5] in big.reports)
+    assert on_disk == big.total_bytes()
+
+
+def test_an_unwritable_state_dir_keeps_reports_in_memory_and_counts(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = ReportStore(str(blocker), keep=3, max_bytes=64 * 1024)
+    store.save(_report(1))
+    assert store.errors == 1 and store.latest()["id"] == _report(1)["id"]
+
+
+# -- through the health service ------------------------------------------------------------------
+
+def _inspect_config(extra: str = "") -> dict:
+    from infrapulse import config as config_mod
+
+    return config_mod.load_text("inspect:\n  before: 20s\n  since: 5s\n" + extra)["inspect"]
+
+
+def _storming_feed(start: float) -> Feed:
+    iface = ("ens1f0np0", "3", "rx")
+    paused = [0.0]
+    for _ in range(30):
+        paused.append(paused[-1] + 0.0001)
+    for _ in range(15):
+        paused.append(paused[-1] + 0.9)
+    feed = Feed(start=start)
+    feed.series("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", iface, paused, "ens1f0np0")
+    return feed
+
+
+async def _drive(feed: Feed, start: float, health, service: InspectionService) -> list[dict]:
+    """One pass a second: publish the feed's step, score it, let the inspection service run."""
+    made = []
+    for i in range(max(len(s) for s in feed.readings.values())):
+        ts = start + i
+        for (source, target), per_step in feed.readings.items():
+            snap = Snapshot(ts)
+            for family, series in per_step[i].items():
+                for labels, value in series.items():
+                    snap.add(family, labels, value)
+            feed.store.publish(source, target, snap, 10_000)
+            feed.store.record_success(source, target, 0.001)
+        health.tick(ts)
+        report = await service.step(now=ts)
+        if report is not None:
+            made.append(report)
+    return made
+
+
+async def test_an_xid_fed_through_health_names_the_gpu_and_the_xid(tmp_path: Path) -> None:
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    start = time.time() - 100
+    feed = Feed(start=start)
+    for gpu in ("1", "3"):
+        feed.series("nvml", "infrapulse_gpu_healthy", (gpu, f"GPU-{gpu}"), [1.0] * 45, "nvml")
+        feed.series("nvml", "infrapulse_gpu_utilization_ratio", (gpu, f"GPU-{gpu}"), [0.7] * 45, "nvml")
+    # XID 79 on GPU 3 from pass 30: a sparse counter born mid-life counts from zero.
+    feed.series("nvml", "infrapulse_gpu_xid_errors_total", ("3", "GPU-3", "79"), [None] * 30 + [1.0] * 15,
+                "nvml")
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    (report,) = await _drive(feed, start, health, service)
+    assert (report["verdict"]["layer"], report["verdict"]["target"]) == ("compute", "GPU 3")
+    compute = next(layer for layer in report["layers"] if layer["name"] == "compute")
+    top = compute["findings"][0]
+    assert (top["metric"], top["target"], top["before"], top["since"], top["note"]) == \
+        ("xid_critical", "GPU 3", 0.0, 1.0, "XID 79")
+    assert [f["target"] for f in compute["findings"] if f["moved"]] == ["GPU 3"]
+
+
+async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: Path) -> None:
+    start = time.time() - 100  # the store expires snapshots older than their staleness
+    feed = _storming_feed(start)
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    made = await _drive(feed, start, health, service)
+    assert len(made) == 1
+    report = made[0]
+    assert report["verdict"]["layer"] == "network"
+    assert report["verdict"]["target"] == "ens1f0np0 priority 3 rx"
+    assert report["trigger"]["kind"] == "score"
+    network = next(layer for layer in report["layers"] if layer["name"] == "network")
+    top = network["findings"][0]
+    assert top["metric"] == "pfc_pause_ratio" and top["before"] < 0.001 and top["since"] > 0.5
+    assert [layer["name"] for layer in report["layers"]] == ["queue", "compute", "network"]
+    assert json.loads((tmp_path / "inspections" / f"{report['id']}.json").read_text()) == report
+    # The service reloaded from the same state_dir still has it, as latest.
+    again = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    assert again.reports.latest() == report
+
+
+async def test_on_demand_is_single_flight_and_rate_limited(tmp_path: Path) -> None:
+    feed = _storming_feed(time.time() - 100)
+    health = service_for(feed.store)
+    service = InspectionService(feed.store, health, _inspect_config("  on_demand_min_interval: 60s\n"),
+                                str(tmp_path), "h")
+    feed.publish(health, step_seconds=1.0)
+    await service.step(now=T0 + 50)
+    first = await service.on_demand(now=T0 + 50)
+    assert first["trigger"]["kind"] == "on_demand"
+    with pytest.raises(Refused) as too_soon:
+        await service.on_demand(now=T0 + 80)
+    assert too_soon.value.status == 429 and too_soon.value.retry_after == pytest.approx(30)
+    service.running = True
+    with pytest.raises(Refused) as busy:
+        await service.on_demand(now=T0 + 200)
+    assert busy.value.status == 409
+
+
+# -- HTTP ----------------------------------------------------------------------------------------
+
+def _web_config(tmp_path: Path) -> WebSecurity:
+    path = tmp_path / "web.yml"
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    path.write_text(f"basic_auth_users:\n  ops: {hashed}\n")
+    return WebSecurity(path)
+
+
+async def test_post_needs_basic_auth_and_json(tmp_path: Path) -> None:
+    config = f"state_dir: {tmp_path}\ninspect: {{on_demand_min_interval: 0s}}\n"
+    async with running_daemon(config) as daemon:
+        base = f"http://127.0.0.1:{daemon.bound_port}"
+        async with aiohttp.ClientSession() as session:
+            async with session.post(base + "/api/v1/inspections", json={}) as resp:
+                assert resp.status == 403  # no basic auth configured and not allowed unauthenticated
+                assert "basic auth" in (await resp.json())["error"]
+            async with session.get(base + "/api/v1/inspections/latest") as resp:
+                assert resp.status == 404
+    async with running_daemon(config, web_security=_web_config(tmp_path)) as daemon:
+        base = f"http://127.0.0.1:{daemon.bound_port}"
+        auth = {"Authorization": "Basic " + base64.b64encode(b"ops:s3cret").decode()}
+        async with aiohttp.ClientSession() as session:
+            async with session.post(base + "/api/v1/inspections", json={}) as resp:
+                assert resp.status == 401
+            plain = {**auth, "Content-Type": "text/plain"}
+            async with session.post(base + "/api/v1/inspections", data="{}", headers=plain) as resp:
+                assert resp.status == 415  # a cross-site form cannot post it
+            async with session.post(base + "/api/v1/inspections", json={"x": 1}, headers=auth) as resp:
+                assert resp.status == 400
+            async with session.post(base + "/api/v1/inspections", json={}, headers=auth) as resp:
+                assert resp.status == 200
+                report = await resp.json()
+            async with session.get(base + "/api/v1/inspections", headers=auth) as resp:
+                listing = await resp.json()
+            async with session.get(base + "/inspections/latest", headers=auth) as resp:
+                page = await resp.text()
+                csp = resp.headers["Content-Security-Policy"]
+            async with session.get(base + "/metrics", headers=auth) as resp:
+                metrics = await resp.text()
+            async with session.get(base + "/", headers=auth) as resp:
+                status_page = await resp.text()
+    assert report["trigger"]["kind"] == "on_demand" and report["verdict"]["layer"] == "none"
+    assert [i["id"] for i in listing["inspections"]] == [report["id"]]
+    assert f"Inspection {report['id']}" in page and "<script" not in page and "style=" not in page
+    assert "script-src" not in csp and "default-src 'none'" in csp
+    assert 'infrapulse_inspections_total{trigger="on_demand",verdict_layer="none"} 1.0' in metrics
+    (info,) = [line for line in metrics.splitlines() if line.startswith("infrapulse_inspection_last_info{")]
+    assert f'id="{report["id"]}"' in info and 'verdict_layer="none"' in info and info.endswith(" 1.0")
+    assert '<a href="/inspections/latest">latest inspection</a>' in status_page
+    assert "s3cret" not in json.dumps(report) and "Authorization" not in json.dumps(report)
+
+
+# -- the switch side from Prometheus -------------------------------------------------------------
+
+class FakePrometheus:
+    """/api/v1/query answering the facing port's PFC pause ratio: calm before `storm_from`,
+    80% since; every other query an empty vector. Records the queries and their headers."""
+
+    def __init__(self, storm_from: float, status: int = 200) -> None:
+        self.storm_from = storm_from
+        self.status = status
+        self.seen: list[tuple[str, str | None]] = []
+
+    async def query(self, request: web.Request) -> web.Response:
+        promql, at = request.query["query"], float(request.query["time"])
+        self.seen.append((promql, request.headers.get("Authorization")))
+        if self.status != 200:
+            return web.Response(status=self.status, text="boom")
+        result = []
+        if "pfc_pause_duration" in promql:
+            value = 0.8 if at > self.storm_from else 0.0001
+            result = [{"metric": {"switch": "leaf07", "interface": "Ethernet4", "priority": "3",
+                                  "neighbor_port": "eth2"}, "value": [at, str(value)]}]
+        return web.json_response({"status": "success", "data": {"resultType": "vector", "result": result}})
+
+
+async def _with_prometheus(fake: FakePrometheus, tmp_path: Path, url_userinfo: str = "", token: bool = True):
+    from infrapulse.inspect.compare import Windows
+    from infrapulse.inspect.switchside import SwitchSide
+
+    app = web.Application()
+    app.router.add_get("/api/v1/query", fake.query)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    token_file = tmp_path / "token"
+    token_file.write_text("tok-123\n")
+    cfg = {"url": f"http://{url_userinfo}127.0.0.1:{port}", "timeout": 5.0,
+           "bearer_token_file": str(token_file) if token else ""}
+    win = Windows((T0 - 30, T0), (T0 + 5, T0 + 15), T0 + 5, T0)
+    try:
+        return await SwitchSide(cfg, "gpu-node-09").findings(win)
+    finally:
+        await runner.cleanup()
+
+
+async def test_the_switch_side_from_prometheus_names_the_facing_port(tmp_path: Path) -> None:
+    fake = FakePrometheus(storm_from=T0 + 1)
+    found, notes = await _with_prometheus(fake, tmp_path)
+    assert notes == []
+    top = found[0]
+    assert top.meta.target == "leaf07 Ethernet4 priority 3 rx (facing gpu-node-09 eth2)"
+    assert (top.before, top.since, top.moved) == (0.0001, 0.8, True)
+    decided = decide([], [], found)
+    assert (decided.layer, decided.target) == ("network", top.meta.target)
+    # Two windows x five values, each joined to the LLDP neighbours of this host, with the token.
+    assert len(fake.seen) == 10
+    assert all('neighbor_system="gpu-node-09"' in q and auth == "Bearer tok-123" for q, auth in fake.seen)
+    assert any("[30s]" in q for q, _ in fake.seen) and any("[10s]" in q for q, _ in fake.seen)
+
+
+async def test_a_failing_switch_side_is_a_note_without_secrets(tmp_path: Path) -> None:
+    fake = FakePrometheus(T0, status=500)
+    found, notes = await _with_prometheus(fake, tmp_path, "admin:pw-secret@", token=False)
+    assert found == [] and notes == ["switch side from switch_prometheus: query failed (HTTP 500)"]
+    assert fake.seen[0][1] == "Basic " + base64.b64encode(b"admin:pw-secret").decode()
+    found, notes = await _with_prometheus(fake, tmp_path, "admin:pw-secret@", token=True)
+    assert notes == ["switch side from switch_prometheus: query failed (switch_prometheus: credentials in "
+                     "the URL and a bearer_token_file; give one)"]
+    assert not any("pw-secret" in n or "tok-123" in n or "127.0.0.1" in n for n in notes)
+
+
+# -- the CLI -------------------------------------------------------------------------------------
+
+async def _inspect_cli(*args: str) -> tuple[int, str, str]:
+    import asyncio
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "infrapulse", "inspect", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_cli_starts_and_shows_inspections_with_the_score_options(tmp_path: Path) -> None:
+    password = tmp_path / "pw"
+    password.write_text("s3cret\n")
+    config = f"state_dir: {tmp_path}\ninspect: {{on_demand_min_interval: 0s}}\n"
+    async with running_daemon(config, web_security=_web_config(tmp_path)) as daemon:
+        url = f"http://127.0.0.1:{daemon.bound_port}"
+        refused = await _inspect_cli("--url", url)
+        made = await _inspect_cli("--url", url, "--username", "ops", "--password-file", str(password))
+        latest = await _inspect_cli("--url", url, "--username", "ops", "--password-file", str(password),
+                                    "--latest", "--json")
+        listed = await _inspect_cli("--url", f"http://ops:s3cret@127.0.0.1:{daemon.bound_port}", "--list")
+    assert refused[0] == 3 and "401 Unauthorized" in refused[2]
+    code, out, err = made
+    assert code == 0 and err == ""  # nothing moved: verdict none, exit 0
+    report_id = out.split()[1]
+    assert out.startswith(f"inspection {report_id} on testhost (on_demand)\nverdict: none\n")
+    assert "queue: normal" in out and "network: normal" in out
+    assert latest[0] == 0 and json.loads(latest[1])["id"] == report_id
+    assert listed[0] == 0 and listed[1].split() == [report_id, "on_demand", "none"]
+    assert not any("s3cret" in text for result in (refused, made, latest, listed) for text in result[1:])
+
+
+async def test_a_steady_score_starts_no_inspection(tmp_path: Path) -> None:
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+
+    start = time.time() - 100
+    feed = Feed(start=start)
+    feed.series("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"),
+                [i * 0.0001 for i in range(45)], "ens1f0np0")
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    assert await _drive(feed, start, health, service) == []
+    assert health.report is not None and health.report.score == 100.0
+    assert service.reports.latest() is None and not (tmp_path / "inspections").exists()
+    assert service.recorder.series_count() == 1
