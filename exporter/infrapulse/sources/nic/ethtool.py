@@ -1,4 +1,4 @@
-"""Source `ethtool`: per-priority PFC, ECN marking, buffer discards and PHY errors of NICs.
+"""Source `ethtool`: per-priority PFC, ECN marking, buffer discards, PHY errors and link state of NICs.
 
 These exist only in the driver statistics (`ethtool -S`), not in sysfs, and matter most on
 lossless RoCE. Stats come from a `StatsProvider`: the real one issues the SIOCETHTOOL ioctl
@@ -14,6 +14,10 @@ Only the stats that mean something for a lossless fabric are exported, under sta
 (the mlx5 set has ~700 per port; node_exporter exports them all, untyped). ethtool_map.py says
 which mlx5, bnxt_en and ice statistic goes where. An interface whose statistics map to no
 family is reported (reason `partial`, coverage 0) instead of looking healthy.
+
+Next to the driver statistics each interface's carrier counters, speed and NIC hwmon
+temperatures are read from `{sysfs_root}/class/net/<if>/` (link_sysfs.py); their coverage is
+reported per family like the statistics'.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNot
 from .ethtool_map import Plan, plan_coverage, plan_stats
 from .families import ETHTOOL_SOURCE, STAT_COUNT
 from .infiniband import rdma_netdevs
+from .link_sysfs import add_to, link_coverage, read_link
 
 SRC = ETHTOOL_SOURCE
 UNMAPPED = "driver_stats"  # coverage mapping: driver statistics that feed some family
@@ -136,6 +141,7 @@ class EthtoolCollector:
         self._interfaces: list[str] = []
         self._resolved_at: float | None = None
         self._plans: dict[str, _InterfacePlan] = {}
+        self._link_coverage: dict[str, dict[str, int]] = {}  # interface -> sysfs link series per family
         # (interface, sample name, count) for each new stat table that maps to nothing; the
         # source hands them to store.count_unmapped once.
         self._unmapped: list[tuple[str, str, int]] = []
@@ -180,7 +186,9 @@ class EthtoolCollector:
     def coverage(self, interface: str) -> dict[str, int] | None:
         """Series per family of the interface's current stat table (None before a good read)."""
         cached = self._plans.get(interface)
-        return dict(cached.coverage) if cached is not None else None
+        if cached is None:
+            return None
+        return {**cached.coverage, **self._link_coverage.get(interface, {})}
 
     def take_unmapped(self) -> list[tuple[str, str, int]]:
         taken, self._unmapped = self._unmapped, []
@@ -236,6 +244,11 @@ class EthtoolCollector:
             bucket[labels] = value / divisor if divisor != 1 else value
         series[STAT_COUNT.name] = {(interface,): float(len(names))}
         partial = [planned.unmapped_note] if planned.unmapped_note else []
+        # Carrier counters, speed and hwmon temperatures live in sysfs, not in the driver stats.
+        link = read_link(self.sysfs_root, interface)
+        add_to(snap, link)
+        self._link_coverage[interface] = link_coverage(link)
+        partial += link.errors
         return TargetResult(interface, snapshot=snap, partial_errors=partial)
 
     def close(self) -> None:
