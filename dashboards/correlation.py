@@ -87,12 +87,15 @@ def link_quality() -> dict:
         "NIC bit error ratios on $node",
         "Post-FEC BER (errors FEC could not correct over received bits; basis=speed: link speed x time "
         "where the driver counts no bits) and pre-FEC BER (FEC-corrected bits) per NIC, 10-minute "
-        "windows, from the link recording rules. Post-FEC at or above 1e-12, or pre-FEC 10x its own "
+        "windows, from the link recording rules, and InfiniBand symbol errors over the port rate. "
+        "Post-FEC at or above 1e-12, or pre-FEC 10x its own "
         "previous hour, is a degraded link (InfrapulseNicLinkDegraded).",
         [target(on_node(sel("instance_interface_basis:infrapulse_nic_post_fec_ber:ratio_rate10m", JOB)),
                 "post-FEC {{interface}} ({{basis}})"),
          target(on_node(sel("instance_interface_basis:infrapulse_nic_pre_fec_ber:ratio_rate10m", JOB)),
-                "pre-FEC {{interface}} ({{basis}})")],
+                "pre-FEC {{interface}} ({{basis}})"),
+         target(on_node(sel("instance_device_port:infrapulse_rdma_port_post_fec_ber:ratio_rate10m", JOB)),
+                "symbol errors/bit {{device}}/{{port}} (InfiniBand)")],
         "none", min=0)
 
 
