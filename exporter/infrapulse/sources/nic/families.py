@@ -255,6 +255,23 @@ NIC_TEMPERATURE_CRIT = catalog.declare(
     "infrapulse_nic_temperature_critical_celsius", catalog.GAUGE,
     "Critical threshold of a NIC hwmon temperature channel (temp<N>_crit / 1000).",
     ("interface", "sensor"), unit="celsius", source=ETHTOOL_SOURCE)
+# -- transceiver DOM from the module EEPROM (module_dom.py; needs CAP_NET_ADMIN) -------------
+MODULE_TEMPERATURE = catalog.declare(
+    "infrapulse_nic_module_temperature_celsius", catalog.GAUGE,
+    "Transceiver module temperature from its EEPROM DOM (SFF-8636 / SFF-8472); only with module_dom "
+    "and CAP_NET_ADMIN.", IFACE, unit="celsius", source=ETHTOOL_SOURCE)
+MODULE_RX_POWER = catalog.declare(
+    "infrapulse_nic_module_rx_power_watts", catalog.GAUGE,
+    "Received optical power per lane from the module DOM.", ("interface", "lane"), unit="watts",
+    source=ETHTOOL_SOURCE)
+MODULE_TX_POWER = catalog.declare(
+    "infrapulse_nic_module_tx_power_watts", catalog.GAUGE,
+    "Transmitted optical power per lane from the module DOM.", ("interface", "lane"), unit="watts",
+    source=ETHTOOL_SOURCE)
+MODULE_TX_BIAS = catalog.declare(
+    "infrapulse_nic_module_tx_bias_amperes", catalog.GAUGE,
+    "Laser bias current per lane from the module DOM.", ("interface", "lane"), unit="amperes",
+    source=ETHTOOL_SOURCE)
 STAT_COUNT = catalog.declare(
     "infrapulse_nic_driver_stats", catalog.GAUGE,
     "How many statistics the driver reported in the last collection.", IFACE, source=ETHTOOL_SOURCE)
