@@ -9,7 +9,7 @@ so these queries join across instances on purpose and carry no `instance` matche
 from __future__ import annotations
 
 from grafana import Dashboard, alert_annotation, query_variable, row, table, target, timeseries
-from promql import by, rate, ratio, sel
+from promql import RATE_INTERVAL, by, increase, rate, ratio, sel
 
 UID = "infrapulse-correlation"
 
@@ -62,6 +62,54 @@ def latency_vs_fabric(title: str, description: str, histogram: str) -> dict:
         "s", min=0, right_axis={"B": "percentunit", "C": "percentunit"}, width=24, height=10)
 
 
+def link_events_vs_ttft() -> dict:
+    """The node's link events on a timeline beside its TTFT: a flapping or half-dead NIC shows as
+    carrier changes or retrains lined up with the latency swings."""
+    def events(family: str) -> str:
+        return by("interface", on_node(increase(sel(family, JOB), RATE_INTERVAL)))
+
+    return timeseries(
+        "Link events (flaps, retrains) beside TTFT on $node",
+        "Left axis: time-to-first-token p95 of the node's endpoints. Right axis: per NIC, carrier "
+        "changes (sysfs carrier_changes: a flap is two), PHY link-down events and retrains that kept "
+        "the carrier up (mlx5 total_success_recovery_phy: a half-dead link), per rate interval. TTFT "
+        "swinging with retrains while the switch reports nothing is a half-dead link "
+        "(InfrapulseNicLinkHalfDead); with carrier changes, a flapping one (InfrapulseNicLinkFlapping).",
+        [target(node_quantile(0.95, "infrapulse_llm_time_to_first_token_seconds"), "p95 {{endpoint}}"),
+         target(events("infrapulse_nic_carrier_changes_total"), "carrier changes {{interface}}"),
+         target(events("infrapulse_nic_link_down_events_total"), "link-down events {{interface}}"),
+         target(events("infrapulse_nic_link_recoveries_total"), "retrains (carrier up) {{interface}}")],
+        "s", min=0, right_axis={"B": "none", "C": "none", "D": "none"}, width=24, height=8)
+
+
+def link_quality() -> dict:
+    return timeseries(
+        "NIC bit error ratios on $node",
+        "Post-FEC BER (errors FEC could not correct over received bits; basis=speed: link speed x time "
+        "where the driver counts no bits) and pre-FEC BER (FEC-corrected bits) per NIC, 10-minute "
+        "windows, from the link recording rules, and InfiniBand symbol errors over the port rate. "
+        "Post-FEC at or above 1e-12, or pre-FEC 10x its own "
+        "previous hour, is a degraded link (InfrapulseNicLinkDegraded).",
+        [target(on_node(sel("instance_interface_basis:infrapulse_nic_post_fec_ber:ratio_rate10m", JOB)),
+                "post-FEC {{interface}} ({{basis}})"),
+         target(on_node(sel("instance_interface_basis:infrapulse_nic_pre_fec_ber:ratio_rate10m", JOB)),
+                "pre-FEC {{interface}} ({{basis}})"),
+         target(on_node(sel("instance_device_port:infrapulse_rdma_port_post_fec_ber:ratio_rate10m", JOB)),
+                "symbol errors/bit {{device}}/{{port}} (InfiniBand)")],
+        "none", min=0)
+
+
+def nic_temperatures() -> dict:
+    return timeseries(
+        "NIC and module temperatures on $node",
+        "The NIC's hwmon channels (class/net/<if>/device/hwmon): the ASIC and, where the cage's "
+        "module reports one, the transceiver module (mlx5 labels it with the firmware's sensor "
+        "name or sensor<index>). A hot module explains a rising pre-FEC BER.",
+        [target(by("interface, sensor", on_node(sel("infrapulse_nic_temperature_celsius", JOB)), "max"),
+                "{{interface}} {{sensor}}")],
+        "celsius")
+
+
 def build() -> Dashboard:
     panels = [
         row("Serving latency against the fabric ($node)"),
@@ -72,6 +120,7 @@ def build() -> Dashboard:
             "the node. TTFT rising together with marking or pausing points at the network; TTFT "
             "rising alone points at the engine (queueing, KV cache). Red marks are firing alerts.",
             "infrapulse_llm_time_to_first_token_seconds"),
+        link_events_vs_ttft(),
         latency_vs_fabric(
             "ITL p95 vs congestion on the switch ports serving $node",
             "Left axis: inter-token latency p95 of the node's endpoints; right axis: ECN-marked and "
@@ -118,6 +167,8 @@ def build() -> Dashboard:
                                hostname="$node"),
                            "PFC frames {{instance}}")],
                    "percentunit", min=0, right_axis={"B": "pps"}),
+        link_quality(),
+        nic_temperatures(),
         timeseries("Health components of $node",
                    "Network, RDMA, GPU and serving component scores of the node's instances (0-100).",
                    [target(by("component", on_node(sel("infrapulse_health_component_score", JOB)), "min"),

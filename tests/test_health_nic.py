@@ -145,13 +145,15 @@ def test_roce_link_flaps_come_from_the_nic_not_from_link_downed():
     report = run("mlx5-100g-ofed-annotated-note.txt", {"link_down_events_phy": 2},
                  rdma=((0.0, 0.0), (40.0, 9000.0)))
     flaps = signal(report, "link_flaps")
+    # Two PHY link-down events are four carrier transitions (each down comes back up).
+    note = "2 PHY link-down events; RoCE mlx5_0 port 1; no LLDP neighbour names this port"
     assert [(t.measurement.target, t.measurement.value, t.measurement.note) for t in flaps.targets] == [
-        (IFACE, 2.0, "RoCE mlx5_0 port 1")]
+        (IFACE, 4.0, note)]
     assert flaps.score == 0.0 and "link_flaps" in report.firing
     phy_targets = {t.measurement.target for t in signal(report, "phy_error_rate").targets}
     assert phy_targets == {IFACE}  # the RoCE port's PMA symbol_error is not read
-    assert report.detractors[0].sentence == (f"{IFACE}: link flapped 2 time(s) over the last 5m "
-                                             "(RoCE mlx5_0 port 1; bad at 2)")
+    assert report.detractors[0].sentence == (f"{IFACE}: flapping: 4 carrier transition(s) over the last 1m "
+                                             f"({note}; bad at 3)")
 
 
 def test_a_quiet_roce_nic_is_healthy_whatever_link_downed_says():

@@ -44,7 +44,7 @@ def test_component_is_weighted_mean_of_known_signals():
 
 def test_critical_signal_caps_component_and_overall():
     cfg = health_config()
-    report = evaluate(_measured(ecn_marked_ratio=0.0, pfc_pause_ratio=0.0, link_flaps=2.0,
+    report = evaluate(_measured(ecn_marked_ratio=0.0, pfc_pause_ratio=0.0, link_flaps=3.0,
                                 kv_cache_usage=0.5, ttft_p95=0.2), cfg)
     net = report.components["network"]
     assert net.mean == round((3 * 100 + 3 * 100 + 3 * 0) / 9, 2)  # scores are rounded once, to 2 digits
@@ -58,7 +58,7 @@ def test_critical_signal_caps_component_and_overall():
 
 def test_half_bad_critical_signal_caps_component_but_not_overall():
     cfg = health_config()
-    report = evaluate(_measured(ecn_marked_ratio=0.0, link_flaps=1.0, kv_cache_usage=0.5), cfg)
+    report = evaluate(_measured(ecn_marked_ratio=0.0, link_flaps=1.5, kv_cache_usage=0.5), cfg)
     net = report.components["network"]
     assert net.score == pytest.approx(50.0) and net.capped_by == "link_flaps"
     assert report.firing == [] and report.capped_by == []

@@ -87,19 +87,63 @@ def _global_pause_frames(f, x):
 
 
 def _flaps(f, x):
-    f.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 10, 10 + 2 * x,
+    f.counter("gnmi", "infrapulse_switch_interface_carrier_transitions_total", SWQ[:2], 10, 10 + x,
               "leaf03")
 
 
 def _link_downed(f, x):
+    # One link_downed increase is three transitions (error recovery, down, up): flapping on its own.
     f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
-    f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 3 + x, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 3 + x / 3, "mlx5_0")
 
 
 def _nic_link_down(f, x):
+    # No sysfs carrier counter: each PHY link-down event is two transitions.
     f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "Ethernet", "ens1f0np0"), 1, "mlx5_0")
     f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 3, 50, "mlx5_0")  # not on RoCE
-    f.counter("ethtool", "infrapulse_nic_link_down_events_total", ("ens1f0np0",), 7, 7 + x)
+    f.counter("ethtool", "infrapulse_nic_link_down_events_total", ("ens1f0np0",), 7, 7 + x / 2)
+
+
+def _nic_carrier(f, x):
+    # sysfs carrier_changes beats 2 x link-down events when it saw more (one series per interface).
+    f.counter("ethtool", "infrapulse_nic_carrier_changes_total", ("ens1f0np0",), 5, 5 + x)
+    f.counter("ethtool", "infrapulse_nic_link_down_events_total", ("ens1f0np0",), 7, 7 + x / 4)
+
+
+def _nic_half_dead(f, x):
+    f.counter("ethtool", "infrapulse_nic_link_recoveries_total", ("ens1f0np0",), 5, 5 + x)
+    f.counter("ethtool", "infrapulse_nic_carrier_changes_total", ("ens1f0np0",), 3, 3)  # carrier steady
+
+
+def _ib_half_dead(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_link_error_recovery_total", PORT, 1, 1 + x, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_link_downed_total", PORT, 0, 0, "mlx5_0")
+
+
+def _post_fec_rx_bits(f, x):
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "pcs_symbol"), 0, x * 1e14)
+    f.counter("ethtool", "infrapulse_nic_received_bits_total", ("ens1f0np0",), 0, 1e14)
+    f.gauge("ethtool", "infrapulse_nic_link_speed_bytes_per_second", ("ens1f0np0",), 1)  # not used
+
+
+def _post_fec_speed(f, x):
+    # No rx_bits_phy: bits = 400 Gb/s x the 60 s between the readings.
+    f.counter("ethtool", "infrapulse_nic_phy_errors_total", ("ens1f0np0", "pcs_symbol"), 0, x * 400e9 * 60)
+    f.gauge("ethtool", "infrapulse_nic_link_speed_bytes_per_second", ("ens1f0np0",), 50e9)
+
+
+def _post_fec_ib(f, x):
+    f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
+    f.gauge("infiniband", "infrapulse_rdma_port_rate_bytes_per_second", PORT, 25e9, "mlx5_0")
+    f.counter("infiniband", "infrapulse_rdma_port_symbol_errors_total", PORT, 0, x * 200e9 * 60, "mlx5_0")
+
+
+def _pre_fec_rise(f, x):
+    # Three readings a minute apart: the minute before the 1m link window is the baseline (1e-9).
+    f.series("ethtool", "infrapulse_nic_received_bits_total", ("ens1f0np0",), [0.0, 1e12, 2e12])
+    f.series("ethtool", "infrapulse_nic_fec_corrected_bits_total", ("ens1f0np0",),
+             [0.0, 1e3, 1e3 + x * 1e3])
 
 
 def _gnmi_down(f, x):
@@ -287,6 +331,13 @@ CASES = [
     ("link_flaps", _flaps, "leaf03 Ethernet12"),
     ("link_flaps", _link_downed, "mlx5_0 port 1"),
     ("link_flaps", _nic_link_down, "ens1f0np0"),
+    ("link_flaps", _nic_carrier, "ens1f0np0"),
+    ("link_half_dead", _nic_half_dead, "ens1f0np0"),
+    ("link_half_dead", _ib_half_dead, "mlx5_0 port 1"),
+    ("link_post_fec_ber", _post_fec_rx_bits, "ens1f0np0"),
+    ("link_post_fec_ber", _post_fec_speed, "ens1f0np0"),
+    ("link_post_fec_ber", _post_fec_ib, "mlx5_0 port 1"),
+    ("link_pre_fec_ber_rise", _pre_fec_rise, "ens1f0np0"),
     ("gnmi_stream_down", _gnmi_down, "leaf03"),
     ("cnp_rate", _cnp, "mlx5_0 port 1"),
     ("retransmission_rate", _retrans, "mlx5_0 port 1"),
@@ -363,8 +414,9 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 59
+    assert len(labels) == 66
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
+    assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")
     assert labels["infrapulse_rdma_port_info"] == ("device", "port", "link_layer", "netdev")
     assert labels["infrapulse_nic_global_pause_duration_seconds_total"] == ("interface", "direction")

@@ -41,8 +41,9 @@ async def collect(tmp_path: Path, stats: dict[str, int], interface: str = "eth0"
     stats_dir.mkdir(exist_ok=True)
     (stats_dir / f"{interface}.json").write_text(json.dumps(stats))
     store = Store()
-    cfg = EthtoolSource.CONFIG.validate({"stats_dir": str(stats_dir), "interfaces": [interface]},
-                                        "sources.ethtool")
+    # sysfs_root: an empty tree, so the host's own class/net/eth0 link files stay out of it.
+    cfg = EthtoolSource.CONFIG.validate({"stats_dir": str(stats_dir), "interfaces": [interface],
+                                         "sysfs_root": str(tmp_path)}, "sources.ethtool")
     source = EthtoolSource(cfg, SourceContext(store=store, interval=5.0))
     await source.poll_once()
     await source.close()
@@ -262,9 +263,10 @@ def test_simulated_ice_priority_names_are_the_captures_in_order():
 MLX5_CAPTURES = ("mlx5-cx6dx-bpf2024-k5.15.txt", "mlx5-cx6dx-bpf2024-k6.5.txt",
                  "mlx5-cx4lx-pfc-blog-vm00.txt", "mlx5-100g-ofed-annotated-note.txt")
 # In the driver (en_stats.c, mlx5/counters.rst) but in no capture: the captures have no PFC
-# duration lines, no rx-side global pause, and rx_bits_phy is newer than all of them.
+# duration lines, no rx-side global pause, and rx_bits_phy and total_success_recovery_phy are newer
+# than all of them.
 MLX5_SOURCE_ONLY = re.compile(r"(rx|tx)_prio[0-7]_pause_duration|rx_global_pause(_duration|_transition)?"
-                              r"|rx_bits_phy")
+                              r"|rx_bits_phy|total_success_recovery_phy")
 
 
 def _generic(name: str) -> str:

@@ -210,7 +210,7 @@ def test_link_flap(tmp_path):
 
 
 def test_scenarios_registered():
-    assert set(node.SCENARIOS) == {"pfc-storm", "ecn-spike", "rdma-retrans", "link-flap"}
+    assert set(node.SCENARIOS) == {"pfc-storm", "ecn-spike", "rdma-retrans", "link-flap", "half-dead-link"}
 
 
 async def test_demo_part_feeds_the_daemon(tmp_path):

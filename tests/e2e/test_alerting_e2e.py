@@ -48,7 +48,8 @@ RECOVER_TIMEOUT = 60.0
 RESOLVE_TIMEOUT = 120.0
 # The scenario demo's health section: windows as short as the compressed rules', and every
 # detractor listed so a scenario's own is found whatever else moves.
-SHORT_HEALTH = {"window": "6s", "event_window": "12s", "detractors": 20}
+SHORT_HEALTH = {"window": "6s", "event_window": "12s", "link": {"window": "12s", "baseline_window": "60s"},
+                "detractors": 20}
 LAUNCHER = Path(__file__).resolve().parent / "demo_launcher.py"
 
 
@@ -76,6 +77,12 @@ SCENARIOS = [
     Scenario("link-flap", "InfrapulseSwitchInterfaceFlapping", ("noc-page",),
              (("team", "noc"), ("severity", "critical"), ("switch", "leaf01")),
              ("link_flaps",), ("ens1f0np0", "leaf01 "), 40.0, "critical"),
+    # Retrains every few seconds with CRC bursts, carrier up: the half-dead alert pages (the PHY
+    # error and degraded-BER alerts stand back); the BER signals move with it.
+    Scenario("half-dead-link", "InfrapulseNicLinkHalfDead", ("noc-page",),
+             (("team", "noc"), ("severity", "critical"), ("interface", "ens1f0np0")),
+             ("link_half_dead", "link_post_fec_ber", "link_pre_fec_ber_rise", "phy_error_rate"),
+             ("ens1f0np0",), 40.0, "critical"),
     Scenario("xid", "InfrapulseGpuCriticalXid", ("ml-page",),
              (("team", "ml"), ("severity", "critical"), ("xid", "79")),
              ("xid_critical", "gpu_lost"), ("GPU ",), 40.0, "critical"),

@@ -137,6 +137,18 @@ CONFIG = Section(
         "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "
                                  "increases): an event keeps counting against the score this long.",
                                  default="5m", min=1),
+        "link": Section(doc="Link health of NIC and InfiniBand ports (flapping, half-dead, degraded BER): "
+                            "the windows its signals count over. The class boundaries are the signals' bad "
+                            "thresholds (link_flaps, link_half_dead, link_post_fec_ber, "
+                            "link_pre_fec_ber_rise under `thresholds`).", fields={
+            "window": Duration("Window of the link signals: carrier transitions, retrains and bit error "
+                               "ratios are counted over it.", default="10m", min=1),
+            "baseline_window": Duration("How far back a port's own pre-FEC BER baseline reaches (the span "
+                                        "before the current window).", default="1h", min=1),
+            "pre_fec_ber_floor": Float("Lowest baseline the pre-FEC BER rise divides by: a port that "
+                                       "corrected (almost) nothing before does not turn a first few "
+                                       "corrected bits into a huge factor.", default=1e-9, min=0),
+        }),
         "weights": MapOf("Relative weight of each component (network, rdma, gpu, serving, topology, probe) "
                          "in the overall score; renormalised over the components that have data.",
                          value=Float(min=0), default=dict(DEFAULT_COMPONENT_WEIGHTS)),

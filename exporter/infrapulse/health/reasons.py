@@ -50,6 +50,8 @@ def format_value(unit: str, value: float | None) -> str:
 def format_threshold(unit: str, value: float) -> str:
     """Thresholds are round numbers: write them without spurious digits (0.05 -> 5%)."""
     if unit == RATIO:
+        if 0 < value < 1e-8:  # bit error ratios: 1e-12 is "1e-10%", not "0%"
+            return f"{value * 100:g}%"
         return f"{round(value * 100, 6):g}%"
     if unit == PER_SECOND:
         return f"{value:g}/s"

@@ -17,7 +17,8 @@ from .config import DEFAULT_COMPONENT_WEIGHTS
 from .reasons import format_threshold
 from .signals import SIGNALS
 
-WINDOW_TEXT = {"window": "window (1m)", "event_window": "event_window (5m)", "instant": "latest value"}
+WINDOW_TEXT = {"window": "window (1m)", "event_window": "event_window (5m)", "instant": "latest value",
+               "link_window": "link.window (10m)"}
 
 
 def signal_table() -> str:

@@ -71,7 +71,8 @@ def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
     """Signal defaults overlaid with the `health:` config (thresholds, SLOs, weights, critical)."""
     overrides = cfg["thresholds"]
     slo = cfg["slo"]
-    windows = {"window": cfg["window"], "event_window": cfg["event_window"], "instant": cfg["window"]}
+    windows = {"window": cfg["window"], "event_window": cfg["event_window"], "instant": cfg["window"],
+               "link_window": cfg["link"]["window"]}
     critical = set(cfg["critical_signals"])  # the schema fills in the signals marked critical
     out = {}
     for name, signal in SIGNALS.items():
@@ -209,6 +210,8 @@ class Report:
     coverage_notes: list[CoverageNote] = field(default_factory=list)
     slo_breaches: list[SloBreach] = field(default_factory=list)
     component_status: dict[str, str] = field(default_factory=dict)
+    # Each NIC/InfiniBand port's link class (signals/link.py): {port, state, evidence}.
+    links: list[dict[str, str]] = field(default_factory=list)
 
 
 def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = False) -> str:
@@ -439,4 +442,5 @@ def report_json(report: Report) -> dict[str, Any]:
         } for d in report.detractors],
         "serving": {ep: lat.as_json() for ep, lat in sorted(report.latency.items())},
         "coverage_notes": [note.as_json() for note in report.coverage_notes],
+        "links": report.links,
     }

@@ -44,6 +44,7 @@ from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
 from .scoring import STATUSES, Report, apply_status, evaluate, report_json, resolve_settings, round_score
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, Measurement, counters_by_window
+from .signals.link import classify as link_classes
 from .smoothing import Smoother
 
 if TYPE_CHECKING:
@@ -73,8 +74,9 @@ class HealthService:
         """(Re)build everything that depends on the `health:` section. History is kept."""
         self.config = config
         self.settings = resolve_settings(config)
-        self.readings = Readings({"window": config["window"], "event_window": config["event_window"]},
-                                 SPARSE_COUNTERS)
+        self.readings = Readings({"window": config["window"], "event_window": config["event_window"],
+                                  "link_window": config["link"]["window"],
+                                  "link_baseline": config["link"]["baseline_window"]}, SPARSE_COUNTERS)
         self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
         self.counters = counters_by_window()
         self.latency.set_window(config["window"])
@@ -94,7 +96,8 @@ class HealthService:
         cfg = self.config
         ctx = Context(self.readings, hostname=self.hostname,
                       latency=self.latency.endpoint_latency(cfg["window"]),
-                      slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]})
+                      slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]},
+                      pre_fec_ber_floor=cfg["link"]["pre_fec_ber_floor"])
         present = self.readings.sources_present()
         measured: dict[str, list[Measurement] | None] = {}
         for name, signal in SIGNALS.items():
@@ -114,6 +117,9 @@ class HealthService:
         report = evaluate(measured, self.config, self.settings, timestamp=now,
                           max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
         report.latency = self._latency
+        bad = {name: s.bad for name, s in self.settings.items()}
+        report.links = [{"port": c.port, "state": c.state, "evidence": c.evidence}
+                        for c in link_classes(measured, bad).values()]
         report.coverage_notes = coverage_notes(self.store)
         self._smooth(report, now)
         self.report = report

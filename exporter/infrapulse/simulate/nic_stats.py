@@ -6,8 +6,9 @@ captures under shared/real/ethtool, checked by tests/test_nic_real.py):
 - mlx5_core (ConnectX): the groups in driver order (software, vport, IEEE 802.3, RFC 2863,
   RFC 2819, physical layer, PCIe, per priority 0-7, PFC for the priorities with PFC enabled (the
   driver adds and removes them with the DCB config) or 802.3x global pause when no priority has
-  PFC, pause-storm counters, one channel, per-host buffer counters). `rx_bits_phy` is in no
-  capture: newer kernels add it to the physical-layer group (en_stats.c).
+  PFC, pause-storm counters, one channel, per-host buffer counters). `rx_bits_phy` and
+  `total_success_recovery_phy` are in no capture: newer kernels add them to the physical-layer
+  group (en_stats.c; the recovery counter after the per-lane errors).
 - bnxt_en (NetXtreme-E): per-ring `[N]: ...` stats, port and port-extended stats including the
   per-priority PFC counters `rx/tx_pfc_ena_frames_pri<N>` and `pfc_pri<N>_rx/tx_duration_us`.
 - ice (E810): a part of the PF statistics and the per-priority XON/XOFF counters.
@@ -51,6 +52,8 @@ def mlx5_stat_names(pfc_priorities: tuple[int, ...] = (3,), lanes: int = 4, stor
              # physical layer, extended Ethernet, PCIe
              "link_down_events_phy", "rx_bits_phy", "rx_pcs_symbol_err_phy", "rx_corrected_bits_phy",
              *(f"rx_err_lane_{lane}_phy" for lane in range(lanes)),
+             # PPCNT recovery group (newer kernels, 32-bit): after the lanes in en_stats.c's phy group
+             "total_success_recovery_phy",
              "rx_buffer_passed_thres_phy", "rx_pci_signal_integrity", "tx_pci_signal_integrity"]
     for prio in range(8):
         names += [f"rx_prio{prio}_bytes", f"rx_prio{prio}_packets", f"rx_prio{prio}_discards",
@@ -145,7 +148,8 @@ EVENTS: dict[str, dict[str, str]] = {
         "buffer_threshold": "rx_buffer_passed_thres_phy", "rx_bits": "rx_bits_phy",
         "fec_corrected_bits": "rx_corrected_bits_phy", "lane_errors": "rx_err_lane_{p}_phy",
         "link_down": "link_down_events_phy", "crc_errors": "rx_crc_errors_phy",
-        "symbol_errors": "rx_symbol_err_phy",
+        "symbol_errors": "rx_symbol_err_phy", "pcs_symbol_errors": "rx_pcs_symbol_err_phy",
+        "link_recovery": "total_success_recovery_phy",
     },
     "bnxt_en": {
         "wire_bytes": "{d}_bytes", "wire_packets": "{d}_total_frames",
@@ -173,7 +177,7 @@ STAT_NAMES: dict[str, Callable[[], list[str]]] = {
 def _initial(interface: str, name: str) -> int:
     """A stable, plausible starting value (CRC of the name, so golden outputs do not drift)."""
     h = zlib.crc32(f"{interface}/{name}".encode())
-    if name in ("link_down_events_phy", "link_down_events"):
+    if name in ("link_down_events_phy", "link_down_events", "total_success_recovery_phy"):
         return h % 3
     if "storm" in name:
         return 0

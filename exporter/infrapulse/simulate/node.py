@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..sources.nic.infiniband import PMA_COUNTER_BITS
+from .net_sysfs import NetLink, write_links
 from .nic_stats import NicStats, write_stats
 from .scenarios import PAUSE_FRAMES_PER_EPISODE, PAUSE_US_PER_FRAME, ScenarioBoard
 from .sysfs_tree import SysfsTree, demo_devices, write_tree
@@ -35,9 +36,13 @@ SCENARIOS = {
                  "(hardest on mlx5_0)",
     "rdma-retrans": "mlx5_0: packet_seq_err, local_ack_timeout_err, out_of_sequence and adaptive "
                     "retransmissions climb",
-    "link-flap": "mlx5_0 / ens1f0np0: the link goes down for 2 s every 10 s (state DOWN, link_downed and "
-                 "link_down_events_phy increase)",
+    "link-flap": "mlx5_0 / ens1f0np0: the link goes down for 2 s every 10 s (state DOWN, link_downed, "
+                 "link_down_events_phy and the netdev's carrier_changes/carrier_down_count increase)",
+    "half-dead-link": "ens1f0np0: the PHY retrains every 4 s without losing carrier "
+                      "(total_success_recovery_phy), each retrain a burst of CRC/PCS symbol errors and "
+                      "FEC-corrected bits; carrier_changes stay put",
 }
+HALF_DEAD_RETRAIN_SECONDS = 4.0
 VICTIM_DEVICE = "mlx5_0"
 VICTIM_NETDEV = "ens1f0np0"
 ROCE_PRIORITY = 3
@@ -73,8 +78,10 @@ class _Port:
 class NodeSimulator:
     def __init__(self, tree: SysfsTree, nics: dict[str, NicStats], stats_dir: Path,
                  scenarios: ScenarioBoard | None = None, traffic: Traffic | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, links: dict[str, NetLink] | None = None) -> None:
         self.tree = tree
+        self.links = links or {}  # netdev -> its class/net link state (carrier counters, hwmon)
+        self._retrain_phase = 0
         self.nics = nics
         self.stats_dir = Path(stats_dir)
         self.scenarios = scenarios or ScenarioBoard()
@@ -93,7 +100,9 @@ class NodeSimulator:
         tree = write_tree(sysfs_root, demo_devices())
         netdevs = {p.netdev: netdev_driver(d.name) for d in tree.devices for p in d.ports if p.netdev}
         nics = write_stats(stats_dir, netdevs)
-        return cls(tree, nics, Path(stats_dir), scenarios, traffic, rng)
+        rates = {p.netdev: p.rate for d in tree.devices for p in d.ports if p.netdev}
+        links = write_links(sysfs_root, {n: (rates[n], driver == "mlx5") for n, driver in netdevs.items()})
+        return cls(tree, nics, Path(stats_dir), scenarios, traffic, rng, links)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -135,6 +144,10 @@ class NodeSimulator:
         went_down = want_down and not self._link_down
         if want_down != self._link_down:
             self._link_down = want_down
+            link = self.links.get(VICTIM_NETDEV)
+            if link is not None:  # the node side of a flap: the netdev loses and regains carrier
+                link.set_carrier(not want_down)
+                link.write(self.tree.root)
             self.tree.write_text(f"{victim.base}/state", "1: DOWN" if want_down else "4: ACTIVE")
             self.tree.write_text(f"{victim.base}/phys_state", "2: Polling" if want_down else "5: LinkUp")
             if went_down:
@@ -216,6 +229,10 @@ class NodeSimulator:
         for lane, errors in enumerate(lane_errors):
             nic.count("lane_errors", errors, priority=lane)
         nic.count("fec_corrected_bits", sum(lane_errors))
+        if victim and self.scenarios.active("half-dead-link"):
+            self._half_dead(nic, wire_bits)
+        elif victim:
+            self._retrain_phase = 0
         if went_down and victim:
             nic.count("link_down", 1)
             nic.count("crc_errors", self.rng.randint(1, 20))
@@ -245,6 +262,20 @@ class NodeSimulator:
             ramp = min(1.0, 0.2 + self.scenarios.elapsed("ecn-spike") / 30)
             marked = roce_bytes / t.packet_bytes * (0.08 if victim else 0.01) * ramp
             nic.count("ecn_marked", self._count(marked), priority=p)
+
+    def _half_dead(self, nic: NicStats, wire_bits: float) -> None:
+        """half-dead-link: a retrain every few seconds that the carrier never shows; each one is a
+        successful PHY recovery with a burst of errors FEC could not correct and a jump in the bits
+        it did correct (pre-FEC BER up 1000x)."""
+        phase = int(self.scenarios.elapsed("half-dead-link") // HALF_DEAD_RETRAIN_SECONDS) + 1
+        if phase != self._retrain_phase:
+            self._retrain_phase = phase
+            nic.count("link_recovery", 1)
+            crc = self.rng.randint(200, 800)
+            nic.count("crc_errors", crc)
+            nic.count("pcs_symbol_errors", crc)
+            nic.count("symbol_errors", crc)
+        nic.count("fec_corrected_bits", self._count(wire_bits * 1e-6))
 
     async def run(self, period: float = 1.0) -> None:
         loop = asyncio.get_running_loop()

@@ -22,7 +22,7 @@ from ...sources.nic import infiniband as _infiniband  # noqa: F401
 from ...sources.nic import roce_families as _roce_families  # noqa: F401
 from ...sources.probe import families as _probe_families  # noqa: F401
 from ...sources.serving import normalize as _serving_families  # noqa: F401
-from . import gpu, network, probe, rdma, roce_config, serving, topology
+from . import gpu, link, network, probe, rdma, roce_config, serving, topology
 from .base import (
     COUNT,
     FACTOR,
@@ -38,13 +38,16 @@ from .base import (
 from .gpu import SPARSE_COUNTERS
 
 SIGNALS: dict[str, Signal] = {
-    s.name: s for module in (network, rdma, roce_config, gpu, serving, probe, topology) for s in module.SIGNALS
+    s.name: s
+    for module in (network, link, rdma, roce_config, gpu, serving, probe, topology)
+    for s in module.SIGNALS
 }
 
 
 def counters_by_window() -> dict[str, set[str]]:
     """{window kind: counter families} the readings must keep history for."""
-    out: dict[str, set[str]] = {"window": set(), "event_window": set()}
+    out: dict[str, set[str]] = {"window": set(), "event_window": set(), "link_window": set(),
+                                 "link_baseline": set(link.BASELINE_COUNTERS)}
     for s in SIGNALS.values():
         kind = s.window if s.window in out else "window"
         out[kind].update(s.counters)

@@ -39,6 +39,7 @@ class Context:
     slo: dict[str, float] = field(default_factory=lambda: {"ttft": 1.5, "itl": 0.05})
     # Measurements of signals already measured in this pass (topology reuses the network ones).
     results: dict[str, list[Measurement] | None] = field(default_factory=dict)
+    pre_fec_ber_floor: float = 1e-9  # health.link.pre_fec_ber_floor
 
 
 # Units decide how values and thresholds are written in sentences.
@@ -52,7 +53,7 @@ class Signal:
     title: str
     formula: str  # for docs/health.md and the API
     unit: str
-    window: str  # "window", "event_window" or "instant"
+    window: str  # "window", "event_window", "link_window" or "instant"
     good: float
     bad: float
     weight: float

@@ -3,8 +3,7 @@ counters (infiniband) — congestion (ECN, PFC), drops, link errors, flaps, tele
 
 from __future__ import annotations
 
-import math
-
+from . import link
 from .base import (
     COUNT,
     FLAG,
@@ -175,27 +174,25 @@ def measure_phy_errors(ctx: Context) -> list[Measurement]:
 
 
 def measure_link_flaps(ctx: Context) -> list[Measurement]:
-    """Flaps per switch port, per NIC and per InfiniBand port.
+    """Carrier transitions per switch port, per NIC and per InfiniBand port over link.window
+    (signals/link.py defines a port's transitions; >= the bad threshold is "flapping").
 
     `link_downed` is an InfiniBand PMA counter, not meaningful on a RoCE (Ethernet) port: there
-    the NIC's `link_down_events_phy` of the port's netdev counts, through the NIC target."""
+    the NIC's carrier changes and `link_down_events_phy` of the port's netdev count, through the
+    NIC target."""
     out = []
-    # A flap is down + up: two carrier transitions. A link that just went down counts as one.
     for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI,
-                         "event_window").items():
-        out.append(Measurement(f"{k[0]} {k[1]}", float(math.ceil(r.increase / 2)), labels=dict(zip(SWI, k))))
+                         link.LINK).items():
+        out.append(Measurement(f"{k[0]} {k[1]}", r.increase, labels=dict(zip(SWI, k))))
     ports = rdma_ports(ctx)
     roce_netdevs = {p.netdev: p for p in ports.values() if p.roce and p.netdev}
-    for (iface,), r in rates_by(ctx, "infrapulse_nic_link_down_events_total", ("interface",),
-                                "event_window").items():
+    for iface, moved in link.nic_transitions(ctx).items():
         port = roce_netdevs.get(iface)
-        note = f"RoCE {port_name((port.device, port.port))}" if port is not None else ""
-        out.append(Measurement(iface, r.increase, note, labels={"interface": iface}))
-    for k, r in rates_by(ctx, "infrapulse_rdma_port_link_downed_total", PORT, "event_window").items():
-        port = ports.get((k[0], k[1]))
-        if port is not None and port.roce:
-            continue
-        out.append(Measurement(port_name(k), r.increase, labels=dict(zip(PORT, k))))
+        roce = f"RoCE {port_name((port.device, port.port))}" if port is not None else ""
+        out.append(Measurement(iface, moved.value, link.join(moved.evidence, roce, link.behind(ctx, iface)),
+                               labels={"interface": iface}))
+    for k, moved in link.ib_transitions(ctx).items():
+        out.append(Measurement(port_name(k), moved.value, moved.evidence, labels=dict(zip(PORT, k))))
     return out
 
 
@@ -404,28 +401,32 @@ SIGNALS: list[Signal] = [
     Signal(
         name="link_flaps",
         component="network",
-        title="Link flaps",
-        formula=("ceil(increase(switch_interface_carrier_transitions) / 2) per switch port, "
-                 "increase(nic_link_down_events) per NIC, increase(rdma_port_link_downed) per InfiniBand "
-                 "port (a RoCE port counts through its NIC), over the event window"),
+        title="Link flaps (carrier transitions)",
+        formula=("increase(switch_interface_carrier_transitions) per switch port; max(increase("
+                 "nic_carrier_changes), 2 x increase(nic_link_down_events)) per NIC; 3 x "
+                 "increase(rdma_port_link_downed) per InfiniBand port (a RoCE port counts through its "
+                 "NIC); over link.window. At or above bad the port is flapping"),
         unit=COUNT,
-        window="event_window",
+        window="link_window",
         good=0.0,
-        bad=2.0,
+        bad=3.0,
         weight=3.0,
-        phrase="link flapped {value} time(s)",
+        phrase="flapping: {value} carrier transition(s)",
         hint=("an unstable link: check the cable/optic and both ends' logs; drain the node if it keeps "
               "flapping"),
         measure=measure_link_flaps,
         families=(
             "infrapulse_switch_interface_carrier_transitions_total",
+            "infrapulse_nic_carrier_changes_total",
             "infrapulse_nic_link_down_events_total",
             "infrapulse_rdma_port_link_downed_total",
             "infrapulse_rdma_port_info",
+            "infrapulse_switch_lldp_neighbor_info",
         ),
         sources=NET,
         counters=(
             "infrapulse_switch_interface_carrier_transitions_total",
+            "infrapulse_nic_carrier_changes_total",
             "infrapulse_nic_link_down_events_total",
             "infrapulse_rdma_port_link_downed_total",
         ),

@@ -1,4 +1,4 @@
-"""Source `ethtool`: per-priority PFC, ECN marking, buffer discards and PHY errors of NICs.
+"""Source `ethtool`: per-priority PFC, ECN marking, buffer discards, PHY errors and link state of NICs.
 
 These exist only in the driver statistics (`ethtool -S`), not in sysfs, and matter most on
 lossless RoCE. Stats come from a `StatsProvider`: the real one issues the SIOCETHTOOL ioctl
@@ -14,12 +14,17 @@ Only the stats that mean something for a lossless fabric are exported, under sta
 (the mlx5 set has ~700 per port; node_exporter exports them all, untyped). ethtool_map.py says
 which mlx5, bnxt_en and ice statistic goes where. An interface whose statistics map to no
 family is reported (reason `partial`, coverage 0) instead of looking healthy.
+
+Next to the driver statistics each interface's carrier counters, speed and NIC hwmon
+temperatures are read from `{sysfs_root}/class/net/<if>/` (link_sysfs.py); their coverage is
+reported per family like the statistics'.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import threading
@@ -34,10 +39,23 @@ from ...store import Snapshot
 from ..base import PollingSource, SourceContext, TargetResult
 from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNotSupported
 from .ethtool_map import Plan, plan_coverage, plan_stats
-from .families import ETHTOOL_SOURCE, STAT_COUNT
+from .families import (
+    ETHTOOL_SOURCE,
+    MODULE_RX_POWER,
+    MODULE_TEMPERATURE,
+    MODULE_TX_BIAS,
+    MODULE_TX_POWER,
+    STAT_COUNT,
+)
 from .infiniband import rdma_netdevs
+from .link_sysfs import add_to, link_coverage, read_link
+from .module_dom import Dom, NoDom, has_net_admin, parse_dom
+
+ModuleRead = Callable[[str], tuple[int, bytes]]  # interface -> (ETH_MODULE_* type, EEPROM bytes)
+DOM_MAPPING = "module_dom"  # coverage mapping: DOM series of the interface (0 = none, or off)
 
 SRC = ETHTOOL_SOURCE
+log = logging.getLogger("infrapulse.sources.ethtool")
 UNMAPPED = "driver_stats"  # coverage mapping: driver statistics that feed some family
 
 
@@ -126,8 +144,13 @@ class EthtoolCollector:
 
     def __init__(self, provider: StatsProvider, interfaces: list[str] | None = None,
                  sysfs_root: str | os.PathLike[str] = "/sys", include_stats: list[str] | None = None,
-                 rescan_interval: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 rescan_interval: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 module_read: ModuleRead | None = None, module_interval: float = 60.0) -> None:
         self.provider = provider
+        # Transceiver DOM: read only when given a reader (enabled and permitted), cached between reads.
+        self.module_read = module_read
+        self.module_interval = module_interval
+        self._dom: dict[str, tuple[float, Dom | None, str]] = {}  # interface -> (read at, DOM, why not)
         self._patterns = [re.compile(p) for p in interfaces] if interfaces else None
         self._include = [re.compile(p) for p in include_stats or ()]
         self.sysfs_root = sysfs_root
@@ -136,6 +159,7 @@ class EthtoolCollector:
         self._interfaces: list[str] = []
         self._resolved_at: float | None = None
         self._plans: dict[str, _InterfacePlan] = {}
+        self._link_coverage: dict[str, dict[str, int]] = {}  # interface -> sysfs link series per family
         # (interface, sample name, count) for each new stat table that maps to nothing; the
         # source hands them to store.count_unmapped once.
         self._unmapped: list[tuple[str, str, int]] = []
@@ -180,7 +204,9 @@ class EthtoolCollector:
     def coverage(self, interface: str) -> dict[str, int] | None:
         """Series per family of the interface's current stat table (None before a good read)."""
         cached = self._plans.get(interface)
-        return dict(cached.coverage) if cached is not None else None
+        if cached is None:
+            return None
+        return {**cached.coverage, **self._link_coverage.get(interface, {})}
 
     def take_unmapped(self) -> list[tuple[str, str, int]]:
         taken, self._unmapped = self._unmapped, []
@@ -200,6 +226,39 @@ class EthtoolCollector:
             return results
         finally:
             self._lock.release()
+
+    def _add_dom(self, interface: str, snap: Snapshot) -> str:
+        """Add the module's DOM (re-read every module_interval); returns an error to report, or ""."""
+        assert self.module_read is not None
+        now = self._clock()
+        cached = self._dom.get(interface)
+        if cached is None or now - cached[0] >= self.module_interval:
+            dom, why = None, ""
+            try:
+                dom = parse_dom(*self.module_read(interface))
+            except NoDom:
+                why = ""  # no DOM on this module: nothing to report, coverage says 0
+            except StatsNotSupported:
+                why = ""  # no module plugged, or a driver without module EEPROM access
+            except PermissionError:
+                why = f"{interface}: module DOM needs CAP_NET_ADMIN (module_dom: true without it)"
+            except (OSError, InterfaceGone, ValueError) as exc:
+                why = f"{interface}: module EEPROM: {exc}"
+            cached = self._dom[interface] = (now, dom, why)
+        _, dom, why = cached
+        series = 0
+        if dom is not None:
+            labels = (interface,)
+            snap.series.setdefault(MODULE_TEMPERATURE.name, {})[labels] = dom.temperature
+            for family, values in ((MODULE_RX_POWER, dom.rx_power), (MODULE_TX_POWER, dom.tx_power),
+                                   (MODULE_TX_BIAS, dom.tx_bias)):
+                bucket = snap.series.setdefault(family.name, {})
+                for lane, value in enumerate(values):
+                    bucket[(interface, str(lane))] = value
+                series += len(values)
+            series += 1
+        self._link_coverage.setdefault(interface, {})[DOM_MAPPING] = series
+        return why
 
     def _why_none(self) -> str:
         if self._patterns is None:
@@ -236,6 +295,17 @@ class EthtoolCollector:
             bucket[labels] = value / divisor if divisor != 1 else value
         series[STAT_COUNT.name] = {(interface,): float(len(names))}
         partial = [planned.unmapped_note] if planned.unmapped_note else []
+        # Carrier counters, speed and hwmon temperatures live in sysfs, not in the driver stats.
+        link = read_link(self.sysfs_root, interface)
+        add_to(snap, link)
+        self._link_coverage[interface] = link_coverage(link)
+        partial += link.errors
+        if self.module_read is not None:
+            dom_error = self._add_dom(interface, snap)
+            if dom_error:
+                partial.append(dom_error)
+        else:
+            self._link_coverage[interface][DOM_MAPPING] = 0  # off (not permitted, not wanted, files)
         return TargetResult(interface, snapshot=snap, partial_errors=partial)
 
     def close(self) -> None:
@@ -266,6 +336,13 @@ class EthtoolSource(PollingSource):
             "interval": Duration("Poll interval of this source (default: the global interval).", min=0.05),
             "rescan_interval": Duration("How often the interface list is resolved again.", default="30s",
                                         min=0),
+            "module_dom": AutoBool("Transceiver DOM (temperature, rx/tx power, bias per lane) from the "
+                                   "module EEPROM, which needs CAP_NET_ADMIN. auto: read when the daemon has "
+                                   "CAP_NET_ADMIN, else off (coverage mapping module_dom 0, logged once); "
+                                   "true: read, and report each interface partial when not permitted; "
+                                   "false: off. Never with stats_dir."),
+            "module_dom_interval": Duration("How often the module EEPROM is read again (an I2C access per "
+                                            "module).", default="60s", min=1),
         },
     )
 
@@ -274,8 +351,21 @@ class EthtoolSource(PollingSource):
         root = config["sysfs_root"]
         provider: StatsProvider = (FileStatsProvider(config["stats_dir"]) if config["stats_dir"]
                                    else IoctlStatsProvider(root))
+        module_read: ModuleRead | None = None
+        if isinstance(provider, IoctlStatsProvider) and self._dom_wanted(config["module_dom"]):
+            module_read = provider.ethtool.module_eeprom
         self.collector = EthtoolCollector(provider, config["interfaces"], root, config["include_stats"],
-                                          config["rescan_interval"])
+                                          config["rescan_interval"], module_read=module_read,
+                                          module_interval=config["module_dom_interval"])
+
+    @staticmethod
+    def _dom_wanted(setting: bool | str) -> bool:
+        if setting == "auto":
+            if has_net_admin():
+                return True
+            log.info("ethtool: module DOM off: the daemon has no CAP_NET_ADMIN (sources.ethtool.module_dom)")
+            return False
+        return setting is True
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:

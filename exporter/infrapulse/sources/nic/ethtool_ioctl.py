@@ -38,6 +38,10 @@ _SSET_INFO = struct.Struct("=IIQI")  # cmd, reserved, sset_mask, data[0]
 _GSTRINGS_HEAD = struct.Struct("=III")  # cmd, string_set, len
 _GSTATS_HEAD = struct.Struct("=II")  # cmd, n_stats
 _IFREQ = struct.Struct("16sP")
+_MODINFO = struct.Struct("=III32x")  # cmd, type, eeprom_len, reserved[8]
+_EEPROM_HEAD = struct.Struct("=IIII")  # cmd, magic, offset, len
+ETHTOOL_GMODULEINFO = 0x42
+ETHTOOL_GMODULEEEPROM = 0x43
 
 
 class StatsNotSupported(Exception):
@@ -154,6 +158,21 @@ class EthtoolIoctl:
             if self.stat_count(interface) == count:  # nothing changed between the calls
                 return names, values
         raise StatSetChanged(f"{interface}: the stat set kept changing over {self.retries} attempts")
+
+    def module_eeprom(self, interface: str) -> tuple[int, bytes]:
+        """(ETH_MODULE_* type, EEPROM bytes) of the interface's plugged module. Needs
+        CAP_NET_ADMIN (EPERM without); EOPNOTSUPP (no module, or a driver without it) raises
+        StatsNotSupported."""
+        info = self._buffer(interface, 3, _MODINFO.size)
+        _MODINFO.pack_into(info, 0, ETHTOOL_GMODULEINFO, 0, 0)
+        self._call(interface, info)
+        _, module_type, length = _MODINFO.unpack_from(info, 0)
+        length = min(int(length), 640)
+        buf = self._buffer(interface, 4, _EEPROM_HEAD.size + length)
+        _EEPROM_HEAD.pack_into(buf, 0, ETHTOOL_GMODULEEEPROM, 0, 0, length)
+        self._call(interface, buf)
+        got = min(_EEPROM_HEAD.unpack_from(buf, 0)[3], length)
+        return int(module_type), bytes(memoryview(buf)[_EEPROM_HEAD.size:_EEPROM_HEAD.size + got])
 
     def forget(self, interface: str) -> None:
         for key in [k for k in self._buffers if k[0] == interface]:

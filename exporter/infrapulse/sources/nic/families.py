@@ -223,6 +223,55 @@ BUFFER_ALMOST_FULL = _nic_counter(
 NIC_OUT_OF_BUFFER = _nic_counter(
     "infrapulse_nic_rx_out_of_buffer_total",
     "Ethernet receive queue had no software buffer (rx_out_of_buffer; not RDMA).", IFACE)
+LINK_RECOVERIES = _nic_counter(
+    "infrapulse_nic_link_recoveries_total",
+    "Successful PHY recovery events of any kind (mlx5 total_success_recovery_phy): the link retrained "
+    "without the carrier going down. Rising with no carrier change is a half-dead link.", IFACE)
+# -- link state from sysfs class/net (link_sysfs.py) -----------------------------------------
+CARRIER_CHANGES = _nic_counter(
+    "infrapulse_nic_carrier_changes_total",
+    "Carrier transitions, up and down (sysfs class/net/<if>/carrier_changes).", IFACE)
+CARRIER_UP_EVENTS = _nic_counter(
+    "infrapulse_nic_carrier_up_events_total",
+    "Times the carrier came up (sysfs carrier_up_count, kernel >= 4.16).", IFACE)
+CARRIER_DOWN = _nic_counter(
+    "infrapulse_nic_carrier_down_events_total",
+    "Times the carrier went down (sysfs carrier_down_count, kernel >= 4.16).", IFACE)
+CARRIER_UP = catalog.declare(
+    "infrapulse_nic_carrier_up", catalog.GAUGE,
+    "1 while the interface has carrier (sysfs carrier), 0 without (or administratively down).", IFACE,
+    source=ETHTOOL_SOURCE)
+LINK_SPEED = catalog.declare(
+    "infrapulse_nic_link_speed_bytes_per_second", catalog.GAUGE,
+    "Negotiated link speed (sysfs speed, Mb/s x 125000); absent without a link. x 8 x time is the bit "
+    "count a BER divides by where the driver has no received-bits counter.", IFACE, unit="bytes",
+    source=ETHTOOL_SOURCE)
+NIC_TEMPERATURE = catalog.declare(
+    "infrapulse_nic_temperature_celsius", catalog.GAUGE,
+    "NIC hwmon temperatures (class/net/<if>/device/hwmon/*/temp<N>_input / 1000), by the channel's "
+    "label: the ASIC sensors and, where the module reports one, the transceiver module (mlx5 hwmon).",
+    ("interface", "sensor"), unit="celsius", source=ETHTOOL_SOURCE)
+NIC_TEMPERATURE_CRIT = catalog.declare(
+    "infrapulse_nic_temperature_critical_celsius", catalog.GAUGE,
+    "Critical threshold of a NIC hwmon temperature channel (temp<N>_crit / 1000).",
+    ("interface", "sensor"), unit="celsius", source=ETHTOOL_SOURCE)
+# -- transceiver DOM from the module EEPROM (module_dom.py; needs CAP_NET_ADMIN) -------------
+MODULE_TEMPERATURE = catalog.declare(
+    "infrapulse_nic_module_temperature_celsius", catalog.GAUGE,
+    "Transceiver module temperature from its EEPROM DOM (SFF-8636 / SFF-8472); only with module_dom "
+    "and CAP_NET_ADMIN.", IFACE, unit="celsius", source=ETHTOOL_SOURCE)
+MODULE_RX_POWER = catalog.declare(
+    "infrapulse_nic_module_rx_power_watts", catalog.GAUGE,
+    "Received optical power per lane from the module DOM.", ("interface", "lane"), unit="watts",
+    source=ETHTOOL_SOURCE)
+MODULE_TX_POWER = catalog.declare(
+    "infrapulse_nic_module_tx_power_watts", catalog.GAUGE,
+    "Transmitted optical power per lane from the module DOM.", ("interface", "lane"), unit="watts",
+    source=ETHTOOL_SOURCE)
+MODULE_TX_BIAS = catalog.declare(
+    "infrapulse_nic_module_tx_bias_amperes", catalog.GAUGE,
+    "Laser bias current per lane from the module DOM.", ("interface", "lane"), unit="amperes",
+    source=ETHTOOL_SOURCE)
 STAT_COUNT = catalog.declare(
     "infrapulse_nic_driver_stats", catalog.GAUGE,
     "How many statistics the driver reported in the last collection.", IFACE, source=ETHTOOL_SOURCE)
@@ -234,5 +283,5 @@ MAPPED_FAMILIES: tuple[catalog.Family, ...] = (
     PFC_FRAMES, PFC_RESUME_FRAMES, PFC_DURATION, PFC_TRANSITIONS, PAUSE_STORM, PRIO_DISCARDS,
     PRIO_BUF_DISCARDS, PRIO_CONG_DISCARDS, NIC_ECN_MARKED, PRIO_BYTES, PRIO_PACKETS, GLOBAL_PAUSE,
     GLOBAL_PAUSE_DURATION, LINK_PAUSE, PHY_ERRORS, TX_OVERSIZE_DROPS, LANE_ERRORS, FEC_CORRECTED, RX_BITS,
-    LINK_DOWN, PORT_DISCARDS, PHY_BYTES, PHY_PACKETS, BUFFER_ALMOST_FULL, NIC_OUT_OF_BUFFER,
+    LINK_DOWN, PORT_DISCARDS, PHY_BYTES, PHY_PACKETS, BUFFER_ALMOST_FULL, NIC_OUT_OF_BUFFER, LINK_RECOVERIES,
 )
