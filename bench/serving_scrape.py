@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from infrapulse.health.latency import QuantileTracker
 from infrapulse.simulate.serving_engines import EngineServer
 from infrapulse.sources.serving import normalize as norm
-from infrapulse.textparse import parse
+from infrapulse.textparse import ParseCache, parse
 
 
 def vllm_exposition(target_lines: int) -> str:
@@ -59,7 +59,7 @@ def main() -> None:
     tracker = QuantileTracker(300)
     tick = [0.0]
 
-    cache: dict = {}  # what Scraper keeps per URL between scrapes
+    cache = ParseCache()  # what Scraper keeps per URL between scrapes
 
     def infrapulse_scrape() -> None:
         families = parse(text, label_cache=cache)
