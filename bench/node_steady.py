@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""A node daemon's steady-state cost: CPU % of one core and RSS, against simulated hardware.
+
+The node: 8 mlx5 RoCE devices (sysfs tree + ethtool stats moving every second), 8 fake GPUs
+(nvml reads the data-driven fake, dcgm scrapes a fake dcgm-exporter over the same GPUs), two
+serving engines (vLLM with 2 data-parallel ranks, SGLang). `infrapulse run` runs as its own
+process at `interval` (default 5 s) with the default health settings; this process hosts the
+simulators and scrapes /metrics every `--scrape-every` seconds (default 15 s, past the render
+cache, so every scrape renders). CPU is utime+stime of the daemon from /proc/<pid>/stat over
+the measurement window (after a warm-up); RSS is VmRSS at the end.
+
+`--py-spy FILE` also records the daemon with py-spy (raw/collapsed stacks, only samples holding
+the GIL: Python's own CPU, not threads blocked in I/O) over the window and prints the share of
+samples under a few frames (render, health pass, each source). The nvml fake runs inside the
+daemon (it stands in for libnvidia-ml), so its share is reported apart.
+
+    .venv/bin/python bench/node_steady.py [--seconds 120] [--warmup 30] [--py-spy out.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+from infrapulse.simulate.dcgm_exporter import FakeDcgmExporter, GpuExposition
+from infrapulse.simulate.nic_stats import write_stats
+from infrapulse.simulate.node import NodeSimulator, netdev_driver
+from infrapulse.simulate.nvml_fake import DEFAULT_DATA, FakeNvml
+from infrapulse.simulate.serving_engines import EngineServer
+from infrapulse.simulate.sysfs_tree import DeviceSpec, PortSpec, write_tree
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+# Frames whose share of the daemon's samples is reported (substring of a collapsed stack).
+SPLIT = {
+    "nvml fake (simulator)": "simulate/nvml_fake",
+    "render (/metrics)": "metrics.py",
+    "health pass": "health/",
+    "infiniband": "nic/infiniband",
+    "ethtool": "nic/ethtool",
+    "nvml": "gpu/nvml",
+    "dcgm": "gpu/dcgm",
+    "serving": "serving/",
+    "textparse": "textparse.py",
+    "scrape (HTTP client)": "scrape.py",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def devices(n: int) -> list[DeviceSpec]:
+    return [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", ports=[PortSpec(
+        link_layer="Ethernet", netdev=f"ens{i + 1}f0np0", rate="400 Gb/sec (4X NDR)")]) for i in range(n)]
+
+
+async def scrape(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(url) as resp:
+        body = await resp.read()
+    return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
+
+
+def share_of(collapsed: Path) -> tuple[int, dict[str, float]]:
+    """Samples and the share under each SPLIT frame, from py-spy's raw (collapsed) output."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        total += int(n)
+        for label, frame in SPLIT.items():
+            if frame in stack:
+                counts[label] += int(n)
+    return total, {label: counts[label] / total if total else 0.0 for label in SPLIT}
+
+
+async def main(args: argparse.Namespace) -> None:
+    work = Path(tempfile.mkdtemp(prefix="infrapulse-node-steady-"))
+    tasks: list[asyncio.Task[None]] = []
+    servers: list[EngineServer] = []
+    dcgm: FakeDcgmExporter | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        tree = write_tree(work / "sys", devices(args.devices))
+        netdevs = {p.netdev: netdev_driver(d.name) for d in tree.devices for p in d.ports if p.netdev}
+        nics = write_stats(work / "ethtool", netdevs)
+        node = NodeSimulator(tree, nics, work / "ethtool")
+        tasks.append(asyncio.create_task(node.run(1.0)))
+        gpus = work / "gpus.yaml"
+        shutil.copyfile(DEFAULT_DATA, gpus)
+        dcgm = FakeDcgmExporter(GpuExposition(FakeNvml.from_file(gpus)))
+        dcgm_url = await dcgm.start()
+        for variant, model, ranks in (("vllm", "meta-llama/Llama-3.1-70B-Instruct", 2),
+                                      ("sglang", "Qwen/Qwen2.5-32B-Instruct", 1)):
+            server = EngineServer(variant, model=model, dp_ranks=ranks, arrival_rate=3.0)
+            await server.start()
+            servers.append(server)
+        port = free_port()
+        config = {
+            "listen": f"127.0.0.1:{port}", "interval": f"{args.interval}s", "state_dir": str(work / "state"),
+            "sources": {
+                "infiniband": {"enabled": True, "sysfs_root": str(work / "sys")},
+                "ethtool": {"enabled": True, "sysfs_root": str(work / "sys"),
+                            "stats_dir": str(work / "ethtool")},
+                "nvml": {"enabled": True, "fake": str(gpus)},
+                "dcgm": {"enabled": True, "url": dcgm_url},
+                "serving": {"endpoints": [{"name": f"engine-{i}", "url": s.url}
+                                          for i, s in enumerate(servers)]},
+            },
+        }
+        (work / "config.yaml").write_text(yaml.safe_dump(config))
+        env = {**os.environ, "PYTHONPATH": args.exporter}
+        proc = subprocess.Popen([sys.executable, "-m", "infrapulse", "run", "-c", str(work / "config.yaml"),
+                                 "--log-level", "warning"], env=env)
+        url = f"http://127.0.0.1:{port}/metrics"
+        async with aiohttp.ClientSession() as session:
+            for _ in range(300):
+                try:
+                    series = await scrape(session, url)
+                    break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.1)
+            else:
+                raise SystemExit("the daemon did not answer")
+            await asyncio.sleep(args.warmup)
+            spy = None
+            if args.py_spy:
+                spy = subprocess.Popen([PY_SPY, "record", "--pid", str(proc.pid), "--format", "raw",
+                                        "--rate", "100", "--duration", str(int(args.seconds)), "--gil",
+                                        "--output", args.py_spy, "--nonblocking"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+            scrapes = 0
+            while time.monotonic() - t0 < args.seconds:
+                series = await scrape(session, url)
+                scrapes += 1
+                await asyncio.sleep(min(args.scrape_every, max(0.0, args.seconds - (time.monotonic() - t0))))
+            cpu1, t1 = cpu_seconds(proc.pid), time.monotonic()
+            rss = rss_bytes(proc.pid)
+        if spy is not None:
+            spy.wait(timeout=60)
+        share = 100.0 * (cpu1 - cpu0) / (t1 - t0)
+        print(f"node: {args.devices} mlx5 RoCE devices, 8 fake GPUs (nvml + dcgm), "
+              "2 engines (vLLM dp=2, SGLang); "
+              f"interval {args.interval:g}s, scrape every {args.scrape_every:g}s, {series} series")
+        print(f"daemon CPU over {t1 - t0:.0f}s ({scrapes} scrapes): {share:.2f} % of one core "
+              f"({cpu1 - cpu0:.2f} s CPU)")
+        print(f"daemon RSS: {rss / 2**20:.1f} MiB")
+        if args.py_spy and Path(args.py_spy).exists():
+            total, split = share_of(Path(args.py_spy))
+            print(f"py-spy: {total} samples holding the GIL; share of samples:")
+            for label, frac in split.items():
+                print(f"  {label:22s} {100 * frac:5.1f} %")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for server in servers:
+            await server.stop()
+        if dcgm is not None:
+            await dcgm.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=120.0, help="measurement window (default 120)")
+    ap.add_argument("--warmup", type=float, default=30.0)
+    ap.add_argument("--interval", type=float, default=5.0)
+    ap.add_argument("--scrape-every", type=float, default=15.0)
+    ap.add_argument("--devices", type=int, default=8)
+    ap.add_argument("--py-spy", metavar="FILE", default="", help="record the daemon with py-spy into FILE")
+    ap.add_argument("--exporter", metavar="DIR",
+                    default=str(Path(__file__).resolve().parents[1] / "exporter"),
+                    help="the infrapulse package the daemon runs (another checkout's exporter/ "
+                         "for a before figure)")
+    asyncio.run(main(ap.parse_args()))
