@@ -9,6 +9,11 @@ simulators and scrapes /metrics every `--scrape-every` seconds (default 15 s, pa
 cache, so every scrape renders). CPU is utime+stime of the daemon from /proc/<pid>/stat over
 the measurement window (after a warm-up); RSS is VmRSS at the end.
 
+Before the daemon runs, `--cycles N` (default 60) also measures the node sources' own work in
+this process, per 5 s cycle and without HTTP: infiniband collect (re-scan every 6th cycle, as at
+the default 30 s), ethtool (the simulator's file provider), nvml (the fake), dcgm parse + map and
+serving parse + normalise with warm caches — the part of the daemon's CPU the sources own.
+
 `--py-spy FILE` also records the daemon with py-spy (raw/collapsed stacks, only samples holding
 the GIL: Python's own CPU, not threads blocked in I/O) over the window and prints the share of
 samples under a few frames (render, health pass, each source). The nvml fake runs inside the
@@ -29,17 +34,25 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import yaml
 
+from infrapulse import textparse
 from infrapulse.simulate.dcgm_exporter import FakeDcgmExporter, GpuExposition
 from infrapulse.simulate.nic_stats import write_stats
 from infrapulse.simulate.node import NodeSimulator, netdev_driver
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, FakeNvml
 from infrapulse.simulate.serving_engines import EngineServer
 from infrapulse.simulate.sysfs_tree import DeviceSpec, PortSpec, write_tree
+from infrapulse.sources.gpu.dcgm import DcgmMapper
+from infrapulse.sources.gpu.nvml_poll import GpuPoller
+from infrapulse.sources.nic.ethtool import EthtoolCollector, FileStatsProvider
+from infrapulse.sources.nic.infiniband import InfinibandReader
+from infrapulse.sources.serving import normalize as norm
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -102,6 +115,64 @@ def share_of(collapsed: Path) -> tuple[int, dict[str, float]]:
             if frame in stack:
                 counts[label] += int(n)
     return total, {label: counts[label] / total if total else 0.0 for label in SPLIT}
+
+
+def sources_cycle(n_devices: int, cycles: int, interval: float) -> None:
+    """CPU per poll cycle of each node source's work, in this process (no HTTP, no store)."""
+    work = Path(tempfile.mkdtemp(prefix="infrapulse-node-cycle-"))
+    try:
+        tree = write_tree(work / "sys", devices(n_devices))
+        netdevs = {p.netdev: netdev_driver(d.name) for d in tree.devices for p in d.ports if p.netdev}
+        node = NodeSimulator(tree, write_stats(work / "ethtool", netdevs), work / "ethtool")
+        ib = InfinibandReader(str(work / "sys"), None, 30.0)
+        eth = EthtoolCollector(FileStatsProvider(work / "ethtool"), sysfs_root=str(work / "sys"))
+        fake = FakeNvml.from_file()
+        poller = GpuPoller(fake)
+        dcgm_text = GpuExposition(fake).render()
+        dcgm_cache, mapper = new_parse_cache(), DcgmMapper("gpu-node-01")
+        clock = [0.0]
+        engines = []
+        for variant, ranks in (("vllm", 2), ("sglang", 1)):
+            server = EngineServer(variant, dp_ranks=ranks, clock=lambda: clock[0])
+            clock[0] += 30.0
+            server.advance()
+            engines.append((server.render(), new_parse_cache()))
+
+        def serving() -> None:
+            for text, cache in engines:
+                families = textparse.parse(text, label_cache=cache)
+                fmt = norm.detect(families)
+                assert fmt is not None
+                norm.normalise(norm.canonical_names(families, fmt), fmt, "engine", fmt)
+
+        rescan_every = max(1, round(30.0 / interval))
+        parts: dict[str, Callable[[int], object]] = {
+            "infiniband": lambda i: (ib.rescan() if i % rescan_every == 0 else None, ib.collect()),
+            "ethtool (file provider)": lambda i: eth.collect(),
+            "nvml (fake)": lambda i: poller.poll(None),
+            "dcgm parse + map": lambda i: mapper.map(textparse.parse(dcgm_text, label_cache=dcgm_cache)),
+            "serving parse + normalise": lambda i: serving(),
+        }
+        spent = dict.fromkeys(parts, 0.0)
+        for i in range(cycles + 2):  # two warm-up cycles fill the caches
+            node.step(interval)
+            for label, fn in parts.items():
+                started = time.process_time()
+                fn(i)
+                if i >= 2:
+                    spent[label] += time.process_time() - started
+        total = sum(spent.values()) / cycles
+        print(f"node sources in-process, per {interval:g}s cycle (no HTTP), mean of {cycles} cycles:")
+        for label, seconds in spent.items():
+            print(f"  {label:28s} {seconds / cycles * 1e3:6.2f} ms")
+        print(f"  {'total':28s} {total * 1e3:6.2f} ms = {100 * total / interval:.3f} % of one core")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def new_parse_cache() -> Any:
+    """A ParseCache, or the plain label dict of versions before it (for a before figure)."""
+    return textparse.ParseCache() if hasattr(textparse, "ParseCache") else {}
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -210,4 +281,8 @@ if __name__ == "__main__":
                     default=str(Path(__file__).resolve().parents[1] / "exporter"),
                     help="the infrapulse package the daemon runs (another checkout's exporter/ "
                          "for a before figure)")
-    asyncio.run(main(ap.parse_args()))
+    ap.add_argument("--cycles", type=int, default=60, help="in-process source cycles (0: skip)")
+    parsed = ap.parse_args()
+    if parsed.cycles:
+        sources_cycle(parsed.devices, parsed.cycles, parsed.interval)
+    asyncio.run(main(parsed))

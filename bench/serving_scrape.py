@@ -7,8 +7,9 @@ infrapulse_llm_* with rank aggregation, feed the quantile window) and should sti
 Two expositions: the simulator's vLLM grown with data-parallel ranks to ~`--lines` (2,120
 lines at the default 2,000), and one of ~`--big-lines` (default 20,000) where one vLLM serves
 many models (base models and LoRA adapters, each with its own `model_name`), families merged
-as one server prints them. `--baseline FILE` also times another version's textparse.py (e.g.
-635d75d's, from `git show 635d75d:exporter/infrapulse/textparse.py`) in the same run.
+as one server prints them. For a before figure run this file against another checkout's package
+(`PYTHONPATH=<checkout>/exporter`); versions without `textparse.ParseCache` get the plain label
+cache they had.
 
     .venv/bin/python bench/serving_scrape.py [--lines 2000] [--big-lines 20000] [--repeat 30]
 """
@@ -16,19 +17,17 @@ as one server prints them. `--baseline FILE` also times another version's textpa
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from types import ModuleType
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from infrapulse import textparse
 from infrapulse.health.latency import QuantileTracker
 from infrapulse.simulate.serving_engines import EngineServer, LoadModel, render_vllm
 from infrapulse.sources.serving import normalize as norm
-from infrapulse.textparse import ParseCache, parse
+from infrapulse.textparse import parse
 
 
 def vllm_exposition(target_lines: int) -> str:
@@ -83,13 +82,9 @@ def many_models_exposition(target_lines: int) -> str:
     return "".join("\n".join(headers[f] + samples[f]) + "\n" for f in headers)
 
 
-def load_textparse(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("baseline_textparse", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+def new_cache() -> object:
+    """What the Scraper keeps per URL: a ParseCache, or a label dict in versions before it."""
+    return textparse.ParseCache() if hasattr(textparse, "ParseCache") else {}
 
 
 def scrape_fn(parse_fn: Callable, text: str, cache: object) -> Callable[[], None]:
@@ -108,15 +103,12 @@ def scrape_fn(parse_fn: Callable, text: str, cache: object) -> Callable[[], None
     return scrape
 
 
-def bench_one(title: str, text: str, repeat: int, baseline: ModuleType | None) -> None:
+def bench_one(title: str, text: str, repeat: int) -> None:
     lines = text.count("\n")
     contenders: list[tuple[str, Callable[[], None]]] = [
-        ("infrapulse parse + normalise, steady state", scrape_fn(parse, text, ParseCache())),
+        ("infrapulse parse + normalise, steady state", scrape_fn(parse, text, new_cache())),
         ("infrapulse parse only, cold (first scrape) ", lambda: parse(text)),
     ]
-    if baseline is not None:
-        contenders.append(("baseline parse + normalise, steady state  ", scrape_fn(baseline.parse, text, {})))
-        contenders.append(("baseline parse only, cold                 ", lambda: baseline.parse(text)))
 
     def prometheus_client_parse() -> None:
         for family in text_string_to_metric_families(text):
@@ -136,13 +128,11 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--big-lines", type=int, default=20000)
     ap.add_argument("--repeat", type=int, default=30)
-    ap.add_argument("--baseline", metavar="FILE", help="another version's textparse.py, timed alongside")
     args = ap.parse_args()
-    baseline = load_textparse(args.baseline) if args.baseline else None
-    bench_one("vLLM exposition (data-parallel ranks)", vllm_exposition(args.lines), args.repeat, baseline)
+    bench_one("vLLM exposition (data-parallel ranks)", vllm_exposition(args.lines), args.repeat)
     if args.big_lines:
         bench_one("vLLM exposition (many models / LoRA adapters)", many_models_exposition(args.big_lines),
-                  max(3, args.repeat // 5), baseline)
+                  max(3, args.repeat // 5))
 
 
 if __name__ == "__main__":
