@@ -146,8 +146,14 @@ def sources_cycle(n_devices: int, cycles: int, interval: float) -> None:
                 norm.normalise(norm.canonical_names(families, fmt), fmt, "engine", fmt)
 
         rescan_every = max(1, round(30.0 / interval))
+
+        def infiniband(cycle: int) -> None:
+            if cycle % rescan_every == 0:
+                ib.rescan()
+            ib.collect()
+
         parts: dict[str, Callable[[int], object]] = {
-            "infiniband": lambda i: (ib.rescan() if i % rescan_every == 0 else None, ib.collect()),
+            "infiniband": infiniband,
             "ethtool (file provider)": lambda i: eth.collect(),
             "nvml (fake)": lambda i: poller.poll(None),
             "dcgm parse + map": lambda i: mapper.map(textparse.parse(dcgm_text, label_cache=dcgm_cache)),

@@ -95,6 +95,7 @@ def scrape_fn(parse_fn: Callable, text: str, cache: object) -> Callable[[], None
     def scrape() -> None:
         families = parse_fn(text, label_cache=cache)
         fmt = norm.detect(families)
+        assert fmt is not None
         snapshot = norm.normalise(norm.canonical_names(families, fmt), fmt, "bench", "vllm")
         tick[0] += 5
         snapshot.timestamp = tick[0]
@@ -105,7 +106,7 @@ def scrape_fn(parse_fn: Callable, text: str, cache: object) -> Callable[[], None
 
 def bench_one(title: str, text: str, repeat: int) -> None:
     lines = text.count("\n")
-    contenders: list[tuple[str, Callable[[], None]]] = [
+    contenders: list[tuple[str, Callable[[], object]]] = [
         ("infrapulse parse + normalise, steady state", scrape_fn(parse, text, new_cache())),
         ("infrapulse parse only, cold (first scrape) ", lambda: parse(text)),
     ]
