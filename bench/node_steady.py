@@ -56,19 +56,25 @@ from infrapulse.sources.serving import normalize as norm
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PY_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-# Frames whose share of the daemon's samples is reported (substring of a collapsed stack).
-SPLIT = {
-    "nvml fake (simulator)": "simulate/nvml_fake",
-    "render (/metrics)": "metrics.py",
-    "health pass": "health/",
-    "infiniband": "nic/infiniband",
-    "ethtool": "nic/ethtool",
-    "nvml": "gpu/nvml",
-    "dcgm": "gpu/dcgm",
-    "serving": "serving/",
-    "textparse": "textparse.py",
-    "scrape (HTTP client)": "scrape.py",
-}
+# Where a sample's CPU goes: the first (label, frame substring) found in its stack wins, so the
+# shares add up (a source's HTTP fetch and parse count for that source).
+SPLIT = (
+    ("nvml fake (simulator)", "simulate/"),
+    ("health pass", "health/"),
+    ("render (/metrics)", "metrics_handler"),
+    ("render (/metrics)", "infrapulse/metrics.py"),
+    ("serving (fetch, parse, map)", "sources/serving"),
+    ("dcgm (fetch, parse, map)", "gpu/dcgm"),
+    ("nvml", "gpu/nvml"),
+    ("infiniband", "nic/infiniband"),
+    ("ethtool", "nic/ethtool"),
+    ("source loop + store", "sources/base.py"),
+    ("source loop + store", "infrapulse/store.py"),
+    ("HTTP server", "aiohttp/web"),
+)
+# Leaves of a thread that waits (py-spy --gil can still catch them holding the GIL briefly).
+IDLE = ("Condition.wait (threading.py", "EpollSelector.select (selectors.py",
+        "_worker (concurrent/futures/thread.py")
 
 
 def free_port() -> int:
@@ -103,18 +109,17 @@ async def scrape(session: aiohttp.ClientSession, url: str) -> int:
 
 
 def share_of(collapsed: Path) -> tuple[int, dict[str, float]]:
-    """Samples and the share under each SPLIT frame, from py-spy's raw (collapsed) output."""
+    """Samples and the share of each SPLIT label (plus "other"), from py-spy's raw output."""
     counts: Counter[str] = Counter()
     total = 0
     for line in collapsed.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
+        if not n.isdigit() or stack.rsplit(";", 1)[-1].startswith(IDLE):
             continue
         total += int(n)
-        for label, frame in SPLIT.items():
-            if frame in stack:
-                counts[label] += int(n)
-    return total, {label: counts[label] / total if total else 0.0 for label in SPLIT}
+        counts[next((label for label, frame in SPLIT if frame in stack), "other")] += int(n)
+    labels = list(dict.fromkeys(label for label, _ in SPLIT)) + ["other"]
+    return total, {label: counts[label] / total if total else 0.0 for label in labels}
 
 
 def sources_cycle(n_devices: int, cycles: int, interval: float) -> None:
