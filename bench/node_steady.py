@@ -262,7 +262,7 @@ async def main(args: argparse.Namespace) -> None:
             total, split = share_of(Path(args.py_spy))
             print(f"py-spy: {total} samples holding the GIL; share of samples:")
             for label, frac in split.items():
-                print(f"  {label:22s} {100 * frac:5.1f} %")
+                print(f"  {label:30s} {100 * frac:5.1f} %")
     finally:
         if proc is not None:
             proc.terminate()
