@@ -61,7 +61,7 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from .backoff import Backoff
-from .textparse import MetricFamily, ParseError, Sample, parse
+from .textparse import MetricFamily, ParseCache, ParseError, Sample, parse
 
 DEFAULT_ACCEPT = ("text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,"
                   "*/*;q=0.1")
@@ -159,9 +159,9 @@ class Scraper:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: dict[str, ssl.SSLContext] = {}
         self._tokens: dict[str, tuple[float, str]] = {}  # path -> (mtime, token)
-        # Per URL: raw label text -> parsed labels (see textparse.parse); shared label dicts
-        # are read-only for every consumer.
-        self._label_caches: dict[str, dict[str, dict[str, str]]] = {}
+        # Per URL: sample-line heads and raw label text -> parsed labels (textparse.ParseCache);
+        # shared label dicts are read-only for every consumer.
+        self._parse_caches: dict[str, ParseCache] = {}
         self._backoff_initial = backoff_initial
         self._backoff_cap = backoff_cap
 
@@ -171,7 +171,9 @@ class Scraper:
         """Fetch and parse. `deadline` (event-loop time) bounds retries. Raises ScrapeError."""
         started = time.perf_counter()
         fetched = await self.fetch(target, deadline)
-        cache = self._label_caches.setdefault(target.url, {})
+        cache = self._parse_caches.get(target.url)
+        if cache is None:
+            cache = self._parse_caches[target.url] = ParseCache()
         try:
             if fetched.bytes > PARSE_IN_THREAD_BYTES:
                 families = await asyncio.to_thread(parse, fetched.text, fetched.openmetrics, cache)

@@ -121,6 +121,10 @@ class FakeNvml:
         self.spec = spec
         start = time.monotonic()
         self.now = clock or (lambda: time.monotonic() - start)  # `clock` is NVML's clock call
+        # With the real clock and no scenario board, nothing but the spec's own schedule raises
+        # an XID, so event_set_wait sleeps until the next one instead of ticking: the fake runs in
+        # the daemon's process and stands in for a driver wait that costs no CPU.
+        self._ticking = clock is not None or scenarios is not None
         self.scenarios = scenarios
         self.calls: Counter[str] = Counter()
         self._cond = threading.Condition()
@@ -168,6 +172,19 @@ class FakeNvml:
                 gpu.lost = True
         self._apply_xid_scenario()
         return now
+
+    def _next_due(self) -> float:
+        """Seconds until the spec's next XID or lost_at (inf when none is left)."""
+        now = self.now()
+        due = math.inf
+        for gpu in self.gpus:
+            for i, item in enumerate(gpu.spec.get("xids", ())):
+                if i not in gpu.fired_xids:
+                    due = min(due, float(item["at"]) - now)
+            lost_at = gpu.spec.get("lost_at")
+            if lost_at is not None and -1 not in gpu.fired_xids:
+                due = min(due, float(lost_at) - now)
+        return max(due, 0.0)
 
     def _apply_xid_scenario(self) -> None:
         scenario = self.spec.get("scenarios", {}).get("xid")
@@ -461,7 +478,9 @@ class FakeNvml:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._cond.wait(min(remaining, 0.05))  # wake up now and then for time-driven XIDs
+                # Wake up now and then for time-driven XIDs (a hand-driven clock or scenarios), or
+                # at the next scheduled one; fire_xid/_emit wake the wait at once either way.
+                self._cond.wait(min(remaining, 0.05 if self._ticking else self._next_due()))
                 self._enter(None)
 
     def event_set_free(self, event_set: FakeEventSet) -> None:

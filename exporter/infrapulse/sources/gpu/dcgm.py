@@ -156,6 +156,28 @@ class Unmapped:
     example: str
 
 
+class _Series:
+    """What one sample's labels say, worked out once per label dict: textparse shares one dict per
+    label text across samples and scrapes, so a GPU's fields and scrapes reuse it (holding
+    `labels` keeps its id unique while remembered)."""
+
+    __slots__ = ("labels", "gpu", "uuid", "instance", "optional", "identity")
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        self.labels = labels
+        self.gpu = labels.get("gpu")
+        self.uuid = _uuid(labels)
+        self.instance = labels.get("GPU_I_ID", "")
+        self.optional = (self.instance, labels.get("GPU_I_PROFILE", ""), labels.get("pod", ""),
+                         labels.get("namespace", ""), labels.get("container", ""))
+        self.identity = (self.gpu or "", self.uuid,
+                         labels.get("modelName") or labels.get("model_name") or "",
+                         labels.get("pci_bus_id", ""), labels.get("DCGM_FI_DRIVER_VERSION", ""), "")
+
+
+MEMO_SLACK = 1_000  # label dicts remembered beyond twice the samples of the current scrape
+
+
 class DcgmMapper:
     """Turns parsed dcgm-exporter families into a Snapshot of infrapulse_gpu_* families.
 
@@ -169,6 +191,13 @@ class DcgmMapper:
         self.blanks = 0
         self.coverage: dict[str, int] = {}
         self.unmapped: dict[str, Unmapped] = {}
+        self._memo: dict[int, _Series] = {}
+
+    def _series(self, labels: dict[str, str]) -> _Series:
+        series = self._memo.get(id(labels))
+        if series is None or series.labels is not labels:
+            series = self._memo[id(labels)] = _Series(labels)
+        return series
 
     def map(self, families: dict[str, MetricFamily]) -> Snapshot:
         snap = Snapshot()
@@ -177,6 +206,8 @@ class DcgmMapper:
         produced: dict[str, set[tuple[str, SeriesKey]]] = {f: set() for f in EXPECTED_FIELDS}
         fb_parts: dict[SeriesKey, dict[str, float]] = {}
         copies: dict[tuple[str, SeriesKey], _Copy] = {}
+        if len(self._memo) > 2 * sum(len(family.samples) for family in families.values()) + MEMO_SLACK:
+            self._memo.clear()  # label dicts not shared across scrapes must not pile up
         mig_gpus = {(s.labels.get("gpu"), _uuid(s.labels)) for family in families.values()
                     for s in family.samples if s.name.startswith("DCGM_") and s.labels.get("GPU_I_ID")}
         for family in families.values():
@@ -186,17 +217,15 @@ class DcgmMapper:
                 if not name.startswith("DCGM_"):
                     continue
                 produced.setdefault(name, set())
-                gpu = labels.get("gpu")
+                series = self._series(labels)
+                gpu = series.gpu
                 if gpu is None:  # NVSwitch / CPU entities: no GPU family to put them in
                     self._unmapped(name, labels)
                     continue
-                uuid = _uuid(labels)
-                instance = labels.get("GPU_I_ID", "")
-                optional = (instance, labels.get("GPU_I_PROFILE", ""), labels.get("pod", ""),
-                            labels.get("namespace", ""), labels.get("container", ""))
+                uuid, instance, optional = series.uuid, series.instance, series.optional
                 on_mig = (gpu, uuid) in mig_gpus
                 self._check_host(labels)
-                self._info(snap, gpu, uuid, labels, optional, on_mig)
+                self._info(snap, series.identity, optional, on_mig)
                 mapping = FIELD_MAP.get(name)
                 if name in CLOCK_REASON_FIELDS:
                     if value >= 0 and not is_blank(value, False):  # -Inf would break int()
@@ -284,10 +313,7 @@ class DcgmMapper:
             snap.add(fam.MEMORY_TOTAL, key, sum(parts.values()) * MIB)
             produced["DCGM_FI_DEV_FB_FREE"].add((fam.MEMORY_TOTAL.name, key))
 
-    def _info(self, snap: Snapshot, gpu: str, uuid: str, labels: dict[str, str], optional: tuple[str, ...],
-              on_mig: bool) -> None:
-        identity = (gpu, uuid, labels.get("modelName") or labels.get("model_name") or "",
-                    labels.get("pci_bus_id", ""), labels.get("DCGM_FI_DRIVER_VERSION", ""), "")
+    def _info(self, snap: Snapshot, identity: SeriesKey, optional: tuple[str, ...], on_mig: bool) -> None:
         info = snap.series.setdefault(fam.INFO.name, {})
         # One row per physical GPU, and one per MIG instance (as the nvml source writes them).
         keys = [identity + ("", "", "")] if on_mig else []

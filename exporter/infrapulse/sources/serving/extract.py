@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ... import catalog
 from ...store import Histogram
@@ -25,17 +25,50 @@ Values = dict[Key, Value]
 Replica = tuple[float, ...]
 
 
+# Per-series memos kept between scrapes hold at most this many entries beyond twice the series
+# of the current scrape: label dicts that are not shared across scrapes (a caller parsing without
+# a ParseCache, or churning labels) do not pile up.
+MEMO_SLACK = 1_000
+
+
 @dataclass(frozen=True)
 class Context:
-    """How one engine's labels map to a target key (built by `normalize.context_for`)."""
+    """How one engine's labels map to a target key (built by `normalize.context_for`, which hands
+    out one Context per label plan so that its memo lives across scrapes)."""
 
     model_label: str  # the engine's model label ("" when it has none: TGI)
     kept_sources: tuple[str, ...]  # the engine's names of the labels kept, in KEEPABLE order
     replicas: tuple[str, ...]  # replica-rank labels not kept: the lowest rank wins
     default_model: str = ""
+    # id(labels) -> (labels, split): textparse shares one label dict per label text across
+    # samples and scrapes, so a series is split once; holding `labels` keeps its id unique.
+    _memo: dict[int, tuple[object, tuple[Key, Replica]]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False)
 
     def split(self, labels: dict[str, str]) -> tuple[Key, Replica]:
         """(target key, replica-rank key) of one sample's labels."""
+        memo = self._memo
+        hit = memo.get(id(labels))
+        if hit is not None and hit[0] is labels:
+            return hit[1]
+        result = memo[id(labels)] = (labels, self._split(labels))
+        return result[1]
+
+    def split_items(self, ident: tuple[tuple[str, str], ...]) -> tuple[Key, Replica]:
+        """`split` of the labels given as (name, value) pairs (a histogram series without `le`)."""
+        memo = self._memo
+        hit = memo.get(id(ident))
+        if hit is not None and hit[0] is ident:
+            return hit[1]
+        result = memo[id(ident)] = (ident, self._split(dict(ident)))
+        return result[1]
+
+    def trim(self, live: int) -> None:
+        """Forget the memo when it holds far more than the `live` series of this scrape."""
+        if len(self._memo) > 2 * live + MEMO_SLACK:
+            self._memo.clear()
+
+    def _split(self, labels: dict[str, str]) -> tuple[Key, Replica]:
         model = labels.get(self.model_label, "") if self.model_label else ""
         key = (model or self.default_model,) + tuple(labels.get(src, "") for src in self.kept_sources)
         if not self.replicas:
@@ -137,35 +170,53 @@ def _reads(*parts: Extractor) -> frozenset[str]:
 def hist(name: str, scale: float = 1.0) -> Extractor:
     """A histogram family, bounds and sum multiplied by `scale` (unit conversion)."""
 
+    # id(labels) -> (labels, series identity without `le`, le as a number or None): label dicts
+    # are shared across scrapes (textparse), so each series' identity is built once.
+    idents: dict[int, tuple[dict[str, str], tuple[tuple[str, str], ...], float | None]] = {}
+
+    def identity(labels: dict[str, str]) -> tuple[tuple[tuple[str, str], ...], float | None]:
+        hit = idents.get(id(labels))
+        if hit is not None and hit[0] is labels:
+            return hit[1], hit[2]
+        # Label order is stable within one writer's output (prometheus_client appends le, Go
+        # sorts all names), so no sorting is needed.
+        le_text = labels.get("le")
+        le: float | None = None
+        if le_text is not None:
+            try:
+                le = float(le_text)
+            except ValueError:
+                le = math.nan  # a bucket whose bound is not a number: skipped
+        ident = tuple([kv for kv in labels.items() if kv[0] != "le"])
+        idents[id(labels)] = (labels, ident, le)
+        return ident, le
+
     def extract(families: Families, ctx: Context) -> Values | None:
         fam = families.get(name)
         if fam is None or fam.type not in ("histogram", "untyped", "unknown"):
             return None
+        if len(idents) > 2 * len(fam.samples) + MEMO_SLACK:
+            idents.clear()
         accs: dict[tuple[tuple[str, str], ...], _HistAcc] = {}
         bucket, total, count = name + "_bucket", name + "_sum", name + "_count"
         for s in fam.samples:
-            labels = s.labels
-            # Series identity without `le`. Label order is stable within one writer's output
-            # (prometheus_client appends le, Go sorts all names), so no sorting is needed.
-            le = None
-            if s.name == bucket:
-                le = labels.get("le")
-                if le is None:
+            sample_name = s.name
+            if sample_name == bucket:
+                ident, le = identity(s.labels)
+                if le is None or le != le:  # no `le`, or not a number
                     continue
-                ident = tuple([kv for kv in labels.items() if kv[0] != "le"])
-            elif s.name == total or s.name == count:
-                ident = tuple(labels.items())
+            elif sample_name == total or sample_name == count:
+                ident, le = identity(s.labels)
+                if le is not None:
+                    ident = tuple(s.labels.items())  # an `le` on a _sum/_count is part of its identity
             else:
                 continue
             acc = accs.get(ident)
             if acc is None:
                 acc = accs[ident] = _HistAcc()
-            if le is not None:
-                try:
-                    acc.buckets[float(le)] = s.value
-                except ValueError:
-                    continue
-            elif s.name == total:
+            if sample_name == bucket:
+                acc.buckets[le] = s.value  # type: ignore[index]
+            elif sample_name == total:
                 acc.sum = s.value
             else:
                 acc.count = s.value
@@ -173,7 +224,7 @@ def hist(name: str, scale: float = 1.0) -> Extractor:
             return None
         merge = _HistMerge()
         for ident, acc in accs.items():
-            key, replica = ctx.split(dict(ident))
+            key, replica = ctx.split_items(ident)
             merge.add(key, replica, acc)
         out: Values = {}
         for key, (_, merged) in merge.best.items():

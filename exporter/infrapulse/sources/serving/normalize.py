@@ -26,6 +26,7 @@ Rules (docs/serving.md has the full table):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 from ...store import Snapshot
@@ -168,9 +169,11 @@ def engine_label(fmt: str, families: dict[str, MetricFamily]) -> str:
     return fmt
 
 
+@functools.lru_cache(maxsize=256)
 def context_for(fmt: str, keep: tuple[str, ...], default_model: str = "") -> Context:
     """The label plan of one engine format: its model label, the kept labels' engine names, and
-    the replica ranks (not kept) whose lowest rank is taken."""
+    the replica ranks (not kept) whose lowest rank is taken. One object per plan (cached), so
+    its memo of split labels lasts across scrapes."""
     kept_sources = tuple(engine_label_for(fmt, k) for k in keep)
     return Context(MODEL_LABEL[fmt], kept_sources, tuple(sorted(REPLICA_LABELS - set(kept_sources))),
                    default_model)
@@ -330,6 +333,7 @@ def normalise(families: dict[str, MetricFamily], fmt: str, endpoint: str, engine
     snap = snapshot if snapshot is not None else Snapshot()
     kept_labels = keep_order(keep)
     ctx = context_for(fmt, kept_labels, default_model)
+    ctx.trim(sum(len(fam.samples) for fam in families.values()))
     pad = ("",) * (len(KEEPABLE))
     positions = [KEEPABLE.index(k) for k in kept_labels]
     produced: set[str] = set()
