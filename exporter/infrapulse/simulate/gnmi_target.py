@@ -556,12 +556,12 @@ class Renderer:
         if self.encoding == pb.PROTO:
             groups: dict[tuple, list] = {}
             for full, value in changed.items():
-                groups.setdefault(full[:-1], []).append((full[-1][0], value))
+                cut = self._prefix_depth(full)
+                groups.setdefault(full[:cut], []).append((full[cut:], value))
             for container, items in groups.items():
                 notes.append(pb.Notification(
                     timestamp=ts, prefix=_proto_path(container, origin, target),
-                    update=[pb.Update(path=pb.Path(elem=[pb.PathElem(name=leaf)]),
-                                      val=scalar_value(v)) for leaf, v in items]))
+                    update=[pb.Update(path=_proto_path(rel), val=scalar_value(v)) for rel, v in items]))
             return notes, leaves
         ietf = self.encoding == pb.JSON_IETF
         depth = len(self.sub_elems)
@@ -579,6 +579,17 @@ class Renderer:
                                          update=[pb.Update(path=_proto_path(inst), val=val)]))
         return notes, leaves
 
+
+    def _prefix_depth(self, full: tuple[Elem, ...]) -> int:
+        """Where a PROTO notification's prefix ends. Cumulus 5.16 (the capture in
+        shared/real/gnmi/) puts the prefix at the list entry (`system/cpus/cpu[index=0]`) and
+        sends every leaf below it with a relative path (`state/kernel/max`): one notification per
+        list entry. Other dialects (no PROTO capture): the leaf's parent container."""
+        if self.switch.profile == "nvidia-cumulus":
+            keyed = [i for i, (_, keys) in enumerate(full) if keys]
+            if keyed:
+                return keyed[-1] + 1
+        return len(full) - 1
 
     def _render_lanz(self, ts: int, previous: dict | None) -> tuple[list[pb.Notification], dict]:
         """EOS eos_native LANZ as captured: prefix LANZ/congestion, one notification per congestion
