@@ -187,7 +187,7 @@ def classify(stack: str) -> str:
         return "render"
     frames = stack.split(";")
     for frame in reversed(frames):  # the leaf-most of gRPC and our ingest decides
-        if "/grpc/" in frame or "cygrpc" in frame or ".pyx" in frame:
+        if "(grpc/" in frame or "/grpc/" in frame or "cygrpc" in frame or ".pyx" in frame:
             return "transport (grpc)"
         if "/sources/" in frame or "textparse" in frame or "infrapulse/scrape.py" in frame \
                 or "infrapulse/store.py" in frame:
