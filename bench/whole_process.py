@@ -176,6 +176,14 @@ def scrape(url: str) -> dict[str, Any]:
             "series": len(SAMPLE_LINE.findall(body)), "updates": updates, "gnmi_up": up}
 
 
+def series_by_family(url: str) -> dict[str, int]:
+    """Series per metric name in the text format (what the series count is made of)."""
+    with urllib.request.urlopen(url, timeout=120) as response:  # noqa: S310 - loopback only
+        body = response.read()
+    names = Counter(m.group(1).decode() for m in re.finditer(rb"^([a-zA-Z_:][^ {]*)", body, re.M))
+    return dict(names.most_common())
+
+
 # -- py-spy and the split -------------------------------------------------------------------------------
 
 def classify(stack: str) -> str:
@@ -186,6 +194,10 @@ def classify(stack: str) -> str:
                                 "infrapulse/encod", "metrics_handler", "gzip.py", "zlib")):
         return "render"
     frames = stack.split(";")
+    if frames[-1].startswith("Thread.run (threading.py"):
+        # A thread whose target has no Python frame: in the daemon that is grpc.aio's completion
+        # queue poller (`_poll_wrapper`, Cython; `profile` lists the threads py-spy saw).
+        return "transport (grpc)"
     for frame in reversed(frames):  # the leaf-most of gRPC and our ingest decides
         if "(grpc/" in frame or "/grpc/" in frame or "cygrpc" in frame or ".pyx" in frame:
             return "transport (grpc)"
@@ -201,6 +213,9 @@ def profile(pid: int, seconds: float, out: Path) -> dict[str, Any]:
     """py-spy record (raw folded stacks) -> samples per part, and the hottest leaf frames."""
     argv = [PY_SPY, "record", "--pid", str(pid), "--duration", str(int(seconds)), "--rate", "100",
             "--format", "raw", "--nonblocking", "--output", str(out)]
+    dump = subprocess.run([PY_SPY, "dump", "--pid", str(pid), "--nonblocking"], capture_output=True,
+                          text=True, timeout=60)
+    thread_names = sorted(set(re.findall(r'^Thread \S+ \([^)]*\): "([^"]*)"', dump.stdout, re.M)))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     if done.returncode != 0 or not out.exists():
         return {"error": f"py-spy failed ({done.returncode}): {done.stderr.strip()[-300:]}"}
@@ -217,7 +232,7 @@ def profile(pid: int, seconds: float, out: Path) -> dict[str, Any]:
         leaves[stack.split(";")[-1]] += n
     return {"samples": total, "parts": {k: v / total for k, v in parts.most_common()} if total else {},
             "top_leaves": [(k, v / total) for k, v in leaves.most_common(12)] if total else [],
-            "raw": str(out)}
+            "raw": str(out), "threads": thread_names}
 
 
 # -- the notification shape ------------------------------------------------------------------------------
@@ -330,6 +345,7 @@ def measure(daemon: Process, url: str, args: argparse.Namespace, seconds: float,
         time.sleep(5.0)
     c1, t1, th1 = cpu_seconds(daemon.pid), time.monotonic(), thread_cpu(daemon.pid)
     scraper.stop()
+    families = series_by_family(url)  # after the window: its render is not in the figures
     if spy_thread is not None:
         spy_thread.join(args.profile_seconds + 90)
     good = [s for s in scraper.scrapes if "error" not in s]
@@ -346,7 +362,7 @@ def measure(daemon: Process, url: str, args: argparse.Namespace, seconds: float,
             "scrapes": len(good), "scrape_errors": len(scraper.scrapes) - len(good),
             "scrape_s_max": max(s["seconds"] for s in good), "scrape_bytes": good[-1]["bytes"],
             "threads_cores": {k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v > 0.001},
-            "profile": spy, "load_before": load_before, "load_after": load()}
+            "profile": spy, "load_before": load_before, "load_after": load(), "families": families}
 
 
 def fabric_size(args: argparse.Namespace, switches: int, seconds: float,
@@ -497,6 +513,8 @@ def window_lines(r: dict[str, Any]) -> list[str]:
             if kept < 0.9:
                 line += " -- BEHIND: not a steady state (machine too loaded?), per-100k figures flatter"
         lines.insert(1, line)
+    top = list(r.get("families", {}).items())[:6]
+    lines.append("  largest families: " + ", ".join(f"{k} {v:,}" for k, v in top))
     lines.append("  threads (% of a core): "
                  + ", ".join(f"{k} {100 * v:.1f}" for k, v in r["threads_cores"].items()))
     spy = r.get("profile") or {}
@@ -506,6 +524,7 @@ def window_lines(r: dict[str, Any]) -> list[str]:
         lines.append(f"  py-spy split of Python samples ({spy['samples']} samples): "
                      + ", ".join(f"{k} {100 * v:.0f} %" for k, v in spy["parts"].items()))
         lines += [f"    {100 * share:4.1f} %  {leaf}" for leaf, share in spy["top_leaves"][:8]]
+        lines.append("  Python threads: " + ", ".join(spy.get("threads", [])))
     return lines
 
 

@@ -43,3 +43,9 @@ def test_py_spy_stacks_are_bucketed_by_part():
     assert whole_process.classify(render) == "render"
     assert whole_process.classify(idle) == "event loop"
     assert whole_process.classify("main (threading.py:1)") == "other"
+
+
+def test_a_thread_running_native_code_is_the_grpc_poller():
+    poller = ("Thread._bootstrap (threading.py:1002);Thread._bootstrap_inner (threading.py:1045);"
+              "Thread.run (threading.py:982)")
+    assert whole_process.classify(poller) == "transport (grpc)"
