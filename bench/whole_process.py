@@ -186,6 +186,12 @@ def series_by_family(url: str) -> dict[str, int]:
 
 # -- py-spy and the split -------------------------------------------------------------------------------
 
+# Leaf frames of a thread that sleeps: py-spy --nonblocking cannot always tell them from running
+# ones, so they are counted apart and left out of the split.
+WAITING = ("Condition.wait (threading.py", "EpollSelector.select (selectors.py",
+           "_worker (concurrent/futures", "Event.wait (threading.py")
+
+
 def classify(stack: str) -> str:
     """One py-spy stack (root;...;leaf) -> the part of the daemon it belongs to."""
     if "/health/" in stack:
@@ -194,6 +200,8 @@ def classify(stack: str) -> str:
                                 "infrapulse/encod", "metrics_handler", "gzip.py", "zlib")):
         return "render"
     frames = stack.split(";")
+    if frames[-1].startswith(WAITING):
+        return "waiting"
     if frames[-1].startswith("Thread.run (threading.py"):
         # A thread whose target has no Python frame: in the daemon that is grpc.aio's completion
         # queue poller (`_poll_wrapper`, Cython; `profile` lists the threads py-spy saw).
@@ -230,7 +238,10 @@ def profile(pid: int, seconds: float, out: Path) -> dict[str, Any]:
         total += n
         parts[classify(stack)] += n
         leaves[stack.split(";")[-1]] += n
-    return {"samples": total, "parts": {k: v / total for k, v in parts.most_common()} if total else {},
+    waiting = parts.pop("waiting", 0)
+    busy = total - waiting
+    return {"samples": total, "waiting_share": waiting / total if total else 0.0,
+            "parts": {k: v / busy for k, v in parts.most_common()} if busy else {},
             "top_leaves": [(k, v / total) for k, v in leaves.most_common(12)] if total else [],
             "raw": str(out), "threads": thread_names}
 
@@ -521,7 +532,8 @@ def window_lines(r: dict[str, Any]) -> list[str]:
     if "error" in spy:
         lines.append(f"  py-spy: {spy['error']}")
     elif spy:
-        lines.append(f"  py-spy split of Python samples ({spy['samples']} samples): "
+        lines.append(f"  py-spy split of the busy Python samples ({spy['samples']} samples, "
+                     f"{100 * spy['waiting_share']:.0f} % in select / Condition.wait left out): "
                      + ", ".join(f"{k} {100 * v:.0f} %" for k, v in spy["parts"].items()))
         lines += [f"    {100 * share:4.1f} %  {leaf}" for leaf, share in spy["top_leaves"][:8]]
         lines.append("  Python threads: " + ", ".join(spy.get("threads", [])))

@@ -36,12 +36,14 @@ def test_py_spy_stacks_are_bucketed_by_part():
               "update (infrapulse/store.py:9)")
     render = ("_run (asyncio/events.py:80);metrics_handler (infrapulse/http.py:90);"
               "generate_latest (prometheus_client/exposition.py:200)")
-    idle = "run_forever (asyncio/base_events.py:608);select (selectors.py:468)"
+    idle = "run_forever (asyncio/base_events.py:608);EpollSelector.select (selectors.py:468)"
     assert whole_process.classify(grpc_read) == "transport (grpc)"
     assert whole_process.classify(apply) == "ingest"
     assert whole_process.classify(health) == "health"
     assert whole_process.classify(render) == "render"
-    assert whole_process.classify(idle) == "event loop"
+    assert whole_process.classify(idle) == "waiting"
+    loop_only = "run_forever (asyncio/base_events.py:608);_run_once (asyncio/base_events.py:1922)"
+    assert whole_process.classify(loop_only) == "event loop"
     assert whole_process.classify("main (threading.py:1)") == "other"
 
 
