@@ -7,8 +7,8 @@ project's simulators (other processes) and reads the daemon's CPU from /proc/<pi
 (utime + stime of the daemon only: simulators and scraper excluded, so a busy shared machine
 stretches the run but hardly moves the per-core figures).
 
-    python bench/whole_process.py fabric [--switches 32 --small-switches 16 --ports 64 --seconds 150]
-    python bench/whole_process.py node   [--seconds 150]
+    python bench/whole_process.py fabric [--switches 32 --small-switches 16 --ports 64 --seconds 120]
+    python bench/whole_process.py node   [--seconds 120]
     python bench/whole_process.py all    [--out result.json]
 
 fabric  `infrapulse simulate gnmi` serves N switches x 64 ports in the nvidia-cumulus dialect
@@ -577,9 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--switches", type=int, default=32)
     parser.add_argument("--small-switches", type=int, default=16, help="0: no second size (no RSS slope)")
     parser.add_argument("--ports", type=int, default=64)
-    parser.add_argument("--seconds", type=float, default=150.0, help="steady-state window (default 150)")
-    parser.add_argument("--small-seconds", type=float, default=60.0,
-                        help="window of the smaller fabric (RSS slope; default 60)")
+    parser.add_argument("--seconds", type=float, default=120.0, help="steady-state window (default 120)")
+    parser.add_argument("--small-seconds", type=float, default=45.0,
+                        help="window of the smaller fabric (RSS slope; default 45)")
     parser.add_argument("--settle", type=float, default=20.0, help="wait after sync before measuring")
     parser.add_argument("--scrape-interval", type=float, default=15.0)
     parser.add_argument("--profile-seconds", type=float, default=25.0, help="py-spy sampling (0: none)")
