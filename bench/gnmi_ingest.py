@@ -1,8 +1,8 @@
 """gNMI ingest benchmark: infrapulse's gnmi source vs raw protobuf decode vs pygnmi.
 
 A target process streams PROTO SAMPLE notifications for 64 switches x 64 ports x 8
-priorities/queues (the nvidia-cumulus dialect: interface, switch-priority PFC and queue leaves,
-~80 mapped leaves per port) over loopback, as fast as gRPC flow control lets it. Measured, in
+priorities/queues (the nvidia-cumulus dialect as the simulator sends it: a notification per list
+entry, as in the Cumulus 5.16 capture) over loopback, as fast as gRPC flow control lets it. Measured, in
 one run:
 
   (a) raw decode: SubscribeResponse.FromString over the same bytes, touching every value
@@ -45,28 +45,23 @@ PROFILE = "nvidia-cumulus"
 
 
 def sample_messages(ports: int = PORTS) -> list[bytes]:
-    """One full sample of one switch as serialized SubscribeResponses: a notification per port and
-    tree (prefix = the interface, updates = every leaf below it with its relative path)."""
-    from infrapulse.simulate.gnmi_target import SimSwitch, _proto_path, scalar_value
+    """One full sample of one switch as serialized SubscribeResponses, as the project's simulator
+    sends it for the profile's SAMPLE subscriptions: a notification per list entry (prefix = the
+    interface, priority or queue entry; its leaves as relative paths), the shape of the Cumulus
+    5.16 capture. Packing several entries into one notification would flatter the transport."""
+    from infrapulse.simulate.gnmi_target import Renderer, SimSwitch
+    from infrapulse.sources.gnmi.profile import load_profiles
+    from infrapulse.sources.gnmi.session import subscribe_request
 
     switch = SimSwitch("bench", PROFILE, ports=ports, frozen=True)
-    groups: dict[tuple, list] = {}
-    for container, leaves in switch.containers():
-        # interfaces/interface[..] or qos/interfaces/interface[..]
-        depth = 2 if container[0][0] == "interfaces" else 3
-        if container[0][0] == "lldp":
-            continue
-        prefix, rest = container[:depth], container[depth:]
-        for leaf, value in leaves.items():
-            if isinstance(value, str):
-                continue  # oper-status is ON_CHANGE: not part of the SAMPLE stream
-            groups.setdefault(prefix, []).append((rest + ((leaf, ()),), value))
     out = []
-    for prefix, leaves in groups.items():
-        note = pb.Notification(timestamp=time.time_ns(), prefix=_proto_path(prefix, "openconfig"),
-                               update=[pb.Update(path=_proto_path(rel), val=scalar_value(v))
-                                       for rel, v in leaves])
-        out.append(pb.SubscribeResponse(update=note).SerializeToString())
+    for stream in load_profiles()[PROFILE].streams:
+        request = subscribe_request(stream, "proto", 10.0)
+        for sub in request.subscribe.subscription:
+            if sub.mode != pb.SAMPLE:
+                continue  # oper-status and LLDP are ON_CHANGE: not part of the SAMPLE stream
+            notes, _ = Renderer(switch, request.subscribe.prefix, sub, pb.PROTO).render()
+            out += [pb.SubscribeResponse(update=n).SerializeToString() for n in notes]
     return out
 
 
