@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import random
@@ -175,11 +176,13 @@ class Node:
 
 def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
     from infrapulse.config import default_config
+    from infrapulse.health.scoring import report_json
     from infrapulse.health.service import HealthService
 
     health = {**default_config()["health"], **HEALTH}
     series = world.store.series_count()
-    now = time.time()
+    now = 1.8e9  # simulated time, the same in every run: the reports can be compared across trees
+    digest = hashlib.sha256()
     tracemalloc.start()
     gc.collect()
     before = tracemalloc.get_traced_memory()[0]
@@ -189,21 +192,33 @@ def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
         now += interval
         world.advance(now)
         service.tick(now)
+        digest.update(json.dumps(report_json(service.report), sort_keys=True).encode())
     gc.collect()
     retained = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     cpu = []
+    in_gc = [0.0, 0.0]  # CPU in the cyclic GC over the measured loop, wherever it ran
+
+    def gc_clock(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            in_gc[1] = time.process_time()
+        else:
+            in_gc[0] += time.process_time() - in_gc[1]
+
+    gc.callbacks.append(gc_clock)
     for _ in range(passes):  # the GC runs as it would in the daemon: its cost is the pass's
         now += interval
         world.advance(now)
         started = time.process_time()
         service.tick(now)
         cpu.append(time.process_time() - started)
+        digest.update(json.dumps(report_json(service.report), sort_keys=True).encode())
+    gc.callbacks.remove(gc_clock)
     report = service.report
-    return {"series": series, "cpu_per_pass": statistics.median(cpu),
+    return {"gc_per_pass": in_gc[0] / passes,"series": series, "cpu_per_pass": statistics.median(cpu),
             "cpu_per_100k": statistics.median(cpu) / series * 1e5,
             "retained_bytes_per_series": retained / series,
-            "score": report.score if report is not None else -1.0}
+            "score": report.score if report is not None else -1.0, "reports": digest.hexdigest()[:16]}
 
 
 def run_here(args: argparse.Namespace) -> dict[str, Any]:
@@ -261,9 +276,13 @@ def main() -> None:
                 continue
             line += f" | {label}: {fig['cpu_per_100k']:.3f} s CPU /100k series"
             if "cpu_per_pass" in fig:
-                line += (f" ({fig['cpu_per_pass']:.3f} s/pass, {fig['retained_bytes_per_series']:.0f} B "
-                         f"retained/series, score {fig['score']})")
+                line += (f" ({fig['cpu_per_pass']:.3f} s/pass, of which GC "
+                         f"{fig.get('gc_per_pass', float('nan')):.3f} s; "
+                         f"{fig['retained_bytes_per_series']:.0f} B retained/series, score {fig['score']})")
         print(line)
+    if before:
+        same = all(before[k].get("reports") == v.get("reports") for k, v in after.items() if "reports" in v)
+        print(f"  health reports of every measured pass identical in both trees: {'yes' if same else 'NO'}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .coverage import CoverageNote
 from .latency import EndpointLatency
@@ -90,8 +90,9 @@ def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
     return out
 
 
-@dataclass(frozen=True)
-class TargetScore:
+class TargetScore(NamedTuple):
+    """One target's sub-score (a tuple: a fabric pass makes one per switch queue and port)."""
+
     measurement: Measurement
     score: float
 
@@ -266,11 +267,12 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         st = settings[name]
         result = SignalResult(signal, st, values is not None)
         if values:
-            scored = [TargetScore(m, round(curve(m.value, st.good, st.bad), SCORE_DIGITS)) for m in values]
+            good, bad = st.good, st.bad
+            scored = [TargetScore(m, round(curve(m.value, good, bad), SCORE_DIGITS)) for m in values]
             # Equal scores (two targets both past bad, or both within good) are ordered by how
             # far each is towards bad, so the worst target leads whatever the rounding did.
-            toward_bad = 1.0 if st.bad >= st.good else -1.0
-            scored.sort(key=lambda t: (t.score, -toward_bad * t.measurement.value, t.measurement.target))
+            away = -1.0 if st.bad >= st.good else 1.0
+            scored.sort(key=lambda t: (t[1], away * t[0].value, t[0].target))
             result.targets = scored
         comp = components.get(signal.component)
         if comp is None:

@@ -20,6 +20,7 @@ from .base import (
     Measurement,
     Signal,
     gauges_by,
+    label_maker,
     nic_prio_name,
     port_name,
     present_keys,
@@ -46,6 +47,7 @@ PHY_ERROR_KINDS = (
 )
 # Status entries of the gnmi source that are about its config, not a switch.
 GNMI_NON_SWITCH_TARGETS = frozenset({"shard", "targets_file"})
+SWQ_LABELS, SWP_LABELS, SWI_LABELS = label_maker(SWQ), label_maker(SWP), label_maker(SWI)
 
 
 def measure_switch_ecn(ctx: Context) -> list[Measurement]:
@@ -56,7 +58,7 @@ def measure_switch_ecn(ctx: Context) -> list[Measurement]:
         t = sent.get(k)
         if t is not None:
             out.append(Measurement(queue_name(k), ratio(m.increase, max(t.increase, m.increase)),
-                                   labels=dict(zip(SWQ, k))))
+                                   labels=SWQ_LABELS(k)))
     return out
 
 
@@ -90,7 +92,7 @@ def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
         out.append(Measurement(switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
-                               labels=dict(zip(SWP, k))))
+                               labels=SWP_LABELS(k)))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
         out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
@@ -116,8 +118,11 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
              NICD, global_pause_name, GLOBAL_PAUSE_NOTE)):
         timed = present_keys(ctx, durations, keys)
         frame_keys = present_keys(ctx, frames, keys)
-        untimed_ports += len(frame_keys - timed)
+        untimed = len(frame_keys - timed)
+        untimed_ports += untimed
         timed_ports += len(frame_keys & timed)
+        if not untimed:
+            continue  # every port with frames reports a duration: no frame rate is needed
         for k, r in rates_by(ctx, frames, keys).items():
             if k not in timed:
                 out.append(Measurement(name(k), r.per_second, notes.get(k[-1], ""),
@@ -146,7 +151,7 @@ def measure_queue_drops(ctx: Context) -> list[Measurement]:
         t = sent.get(k)
         if t is not None:
             out.append(Measurement(queue_name(k), ratio(d.increase, t.increase + d.increase),
-                                   labels=dict(zip(SWQ, k))))
+                                   labels=SWQ_LABELS(k)))
     return out
 
 
@@ -155,7 +160,7 @@ def measure_phy_errors(ctx: Context) -> list[Measurement]:
     InfiniBand port (symbol errors; on RoCE ports the NIC's own PHY counters say it)."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_interface_fcs_errors_total", SWI).items():
-        out.append(Measurement(f"{k[0]} {k[1]}", r.per_second, "FCS", labels=dict(zip(SWI, k))))
+        out.append(Measurement(f"{k[0]} {k[1]}", r.per_second, "FCS", labels=SWI_LABELS(k)))
     by_kind = rates_by(ctx, "infrapulse_nic_phy_errors_total", ("interface", "kind"))
     for iface in sorted({iface for iface, _ in by_kind}):
         for kind, note in PHY_ERROR_KINDS:
@@ -183,7 +188,7 @@ def measure_link_flaps(ctx: Context) -> list[Measurement]:
     # A flap is down + up: two carrier transitions. A link that just went down counts as one.
     for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI,
                          "event_window").items():
-        out.append(Measurement(f"{k[0]} {k[1]}", float(math.ceil(r.increase / 2)), labels=dict(zip(SWI, k))))
+        out.append(Measurement(f"{k[0]} {k[1]}", float(math.ceil(r.increase / 2)), labels=SWI_LABELS(k)))
     ports = rdma_ports(ctx)
     roce_netdevs = {p.netdev: p for p in ports.values() if p.roce and p.netdev}
     for (iface,), r in rates_by(ctx, "infrapulse_nic_link_down_events_total", ("interface",),
