@@ -90,7 +90,7 @@ class CounterHistory:
             return None
         return Rate(increase / seconds, increase, seconds, saturated, resets)
 
-    def forget_missing(self, live_keys: set) -> None:
+    def forget_missing(self, live_keys: set[Hashable]) -> None:
         """Drop the history of series that no longer exist, so memory follows the live set."""
         for key in [k for k in self._points if k not in live_keys]:
             del self._points[key]

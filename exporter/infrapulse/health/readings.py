@@ -218,8 +218,11 @@ class Readings:
                   whole: bool) -> None:
         """A column's rates into `out`, keyed and summed as the per-series path does."""
         rates = ring.rates()
-        pairs = [(lab, r) for lab, r in zip(ring.labels, rates) if r is not None]
-        if whole and out.keys().isdisjoint(lab for lab, _ in pairs):
+        if None in rates:
+            pairs = [(lab, r) for lab, r in zip(ring.labels, rates) if r is not None]
+        else:
+            pairs = list(zip(ring.labels, rates))
+        if whole and out.keys().isdisjoint(ring.labels):
             out.update(pairs)  # keys are the label tuples themselves, none seen yet: no sum
             return
         for values, rate in pairs:

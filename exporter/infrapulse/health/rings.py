@@ -17,8 +17,9 @@ first row is "late": it starts at its own first row and is computed alone.
 from __future__ import annotations
 
 from array import array
+from functools import partial
 from itertools import compress, repeat
-from operator import lt
+from operator import add, lt, ne, sub, truediv
 from typing import TYPE_CHECKING
 
 from ..rates import Rate
@@ -29,12 +30,11 @@ if TYPE_CHECKING:
 LabelValues = tuple[str, ...]
 
 
-def _first_step(prev: float, cur: float) -> float:
-    return 0.0 + (cur - prev if cur >= prev else cur)
-
-
 def _step(acc: float, prev: float, cur: float) -> float:
     return acc + (cur - prev if cur >= prev else cur)
+
+
+_new_rate = partial(tuple.__new__, Rate)  # Rate(*fields) without a Python-level call per series
 
 
 class ColumnRing:
@@ -59,8 +59,8 @@ class ColumnRing:
             return
         old = {lab: i for i, lab in enumerate(self.labels)}
         where = [old.get(lab, -1) for lab in labels]
-        nan = float("nan")
-        self.rows = [array("d", [row[j] if j >= 0 else nan for j in where]) for row in self.rows]
+        # A new series' place in the older rows: never read (it is late), 0.0 keeps rows NaN-free
+        self.rows = [array("d", [row[j] if j >= 0 else 0.0 for j in where]) for row in self.rows]
         nrows = len(self.rows)
         late = {}
         for i, j in enumerate(where):
@@ -109,15 +109,20 @@ class ColumnRing:
         if n < 2 or seconds <= 0:
             out = [None] * len(self.labels)
         else:
-            acc = list(map(_first_step, rows[0], rows[1]))
-            for r in range(2, n):
-                acc = list(map(_step, acc, rows[r - 1], rows[r]))
+            acc: list[float] = [0.0] * len(self.labels)
             resets = [0] * len(acc)
             for r in range(1, n):
-                if any(map(lt, rows[r], rows[r - 1])):
-                    for i in compress(range(len(acc)), map(lt, rows[r], rows[r - 1])):
+                prev, cur = rows[r - 1], rows[r]
+                if any(map(lt, cur, prev)):  # a reset somewhere: count it, sum series by series
+                    for i in compress(range(len(acc)), map(lt, cur, prev)):
                         resets[i] += 1
-            out = list(map(Rate, [a / seconds for a in acc], acc, repeat(seconds), repeat(False), resets))
+                    acc = list(map(_step, acc, prev, cur))
+                elif any(map(ne, prev, prev)):  # a NaN before: the reset rule counts from the value
+                    acc = list(map(_step, acc, prev, cur))
+                else:  # the common case, all in C: every delta is cur - prev
+                    acc = list(map(add, acc, map(sub, cur, prev)))
+            out = list(map(_new_rate, zip(map(truediv, acc, repeat(seconds)), acc, repeat(seconds),
+                                          repeat(False), resets)))
         for i, first in self.late.items():
             out[i] = self._late_rate(i, first)
         return out

@@ -22,6 +22,9 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import count, repeat
+from operator import attrgetter, itemgetter, mul
 from typing import Any, NamedTuple
 
 from .coverage import CoverageNote
@@ -255,6 +258,26 @@ def _weighted(pairs: list[tuple[float, float]]) -> float | None:
     return sum(w * v for w, v in pairs) / total if total > 0 else None
 
 
+_new_target = partial(tuple.__new__, TargetScore)  # TargetScore(*fields), no Python-level call
+_value, _target, _last = attrgetter("value"), attrgetter("target"), itemgetter(-1)
+
+
+def _scored(values: list[Measurement], good: float, bad: float) -> list[TargetScore]:
+    """Every target's sub-score, worst first. Equal scores (two targets both past bad, or both
+    within good) are ordered by how far each is towards bad, so the worst target leads whatever
+    the rounding did; then by name, then as measured. A fabric has tens of thousands of targets,
+    mostly healthy: those skip the curve, and the sort compares plain tuples."""
+    measured = list(map(_value, values))
+    if good < bad:
+        scores = [100.0 if v <= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
+    else:
+        scores = [100.0 if v >= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
+    away = -1.0 if bad >= good else 1.0
+    ranked = sorted(zip(scores, map(mul, repeat(away), measured), map(_target, values), count(),
+                        map(_new_target, zip(values, scores))))
+    return list(map(_last, ranked))
+
+
 def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
              settings: dict[str, Settings] | None = None, timestamp: float | None = None,
              max_detractors: int | None = None) -> Report:
@@ -267,13 +290,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         st = settings[name]
         result = SignalResult(signal, st, values is not None)
         if values:
-            good, bad = st.good, st.bad
-            scored = [TargetScore(m, round(curve(m.value, good, bad), SCORE_DIGITS)) for m in values]
-            # Equal scores (two targets both past bad, or both within good) are ordered by how
-            # far each is towards bad, so the worst target leads whatever the rounding did.
-            away = -1.0 if st.bad >= st.good else 1.0
-            scored.sort(key=lambda t: (t[1], away * t[0].value, t[0].target))
-            result.targets = scored
+            result.targets = _scored(values, st.good, st.bad)
         comp = components.get(signal.component)
         if comp is None:
             comp = components[signal.component] = ComponentResult(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from ...rates import Rate
 from ..latency import EndpointLatency
@@ -119,8 +120,13 @@ def present_keys(ctx: Context, family: str, keys: tuple[str, ...]) -> set[tuple[
         return set()
     names = ctx.readings.label_names(family)
     if tuple(names[:len(keys)]) == keys:  # the common case: keys are the leading labels
-        n = len(keys)
-        return {values[:n] for _, _, values, _ in store.iter_family(family)}
+        leading = itemgetter(slice(0, len(keys)))
+        out: set[tuple[str, ...]] = set()
+        for _, snap in store.snapshots():
+            series = snap.series.get(family)
+            if series:
+                out.update(map(leading, series))
+        return out
     return {tuple(s.labels.get(k, "") for k in keys) for s in ctx.readings.series(family)}
 
 
