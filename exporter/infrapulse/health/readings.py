@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from .. import catalog
 from ..rates import CounterHistory, Rate
@@ -218,10 +219,11 @@ class Readings:
                   whole: bool) -> None:
         """A column's rates into `out`, keyed and summed as the per-series path does."""
         rates = ring.rates()
+        pairs: list[tuple[LabelValues, Rate]]
         if None in rates:
             pairs = [(lab, r) for lab, r in zip(ring.labels, rates) if r is not None]
         else:
-            pairs = list(zip(ring.labels, rates))
+            pairs = list(zip(ring.labels, cast("list[Rate]", rates)))
         if whole and out.keys().isdisjoint(ring.labels):
             out.update(pairs)  # keys are the label tuples themselves, none seen yet: no sum
             return
