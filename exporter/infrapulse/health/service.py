@@ -128,17 +128,17 @@ class HealthService:
 
     def tick(self, now: float | None = None) -> Report:
         now = time.time() if now is None else now
-        self.store.expire()
         with gc_paused():
+            self.store.expire()
             measured = self.measure()
             report = evaluate(measured, self.config, self.settings, timestamp=now,
                               max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
-        report.latency = self._latency
-        report.coverage_notes = coverage_notes(self.store)
-        self._smooth(report, now)
-        self.report = report
-        self._json = None
-        self._publish(report)
+            report.latency = self._latency
+            report.coverage_notes = coverage_notes(self.store)
+            self._smooth(report, now)
+            self.report = report
+            self._json = None
+            self._publish(report)
         if not self.history or now - self.history[-1][0] >= HISTORY_STEP_SECONDS:
             self.history.append((now, report.score))
         return report
