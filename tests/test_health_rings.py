@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from health_fixtures import health_config
 from infrapulse.health.readings import Readings
 from infrapulse.health.rings import ColumnRing
-from infrapulse.health.scoring import report_json
+from infrapulse.health.scoring import _scored, curve, report_json
 from infrapulse.health.service import HealthService
-from infrapulse.health.signals import SPARSE_COUNTERS, counters_by_window
+from infrapulse.health.signals import SPARSE_COUNTERS, Measurement, counters_by_window
 from infrapulse.rates import Rate
 from infrapulse.sources.gnmi.columns import Column, Slots
 from infrapulse.store import Snapshot, Store
@@ -198,3 +200,42 @@ def test_health_report_identical_on_a_simulated_fabric() -> None:
         a, b = old.tick(now), new.tick(now)
         assert _same(report_json(b), report_json(a)), f"pass {i}"
     assert b.score is not None and len(b.detractors) > 0  # a report that says something
+
+
+# -- the ranking of targets, against the sort it replaces -----------------------------------------
+
+def _reference_scored(values: list[Measurement], good: float, bad: float) -> list[tuple[str, float, float]]:
+    """scoring.evaluate's ranking as of 635d75d: curve, round, sort on a key function."""
+    scored = [(m, round(curve(m.value, good, bad), 2)) for m in values]
+    toward_bad = 1.0 if bad >= good else -1.0
+    scored.sort(key=lambda t: (t[1], -toward_bad * t[0].value, t[0].target))
+    return [(m.target, m.value, s) for m, s in scored]
+
+
+VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 0.001, 0.05, 1.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), VALUES), max_size=30),
+       st.sampled_from([(0.001, 0.05), (1.0, 0.0), (0.0, 1.0), (5.0, 5.0)]))
+def test_targets_ranked_as_before(targets: list[tuple[str, float]], thresholds: tuple[float, float]) -> None:
+    good, bad = thresholds
+    values = [Measurement(name, value, labels={"i": str(i)}) for i, (name, value) in enumerate(targets)]
+    ranked = _scored(values, good, bad)
+    got = [(t.measurement.target, t.measurement.value, t.score) for t in ranked]
+    assert repr(got) == repr(_reference_scored(values, good, bad))  # repr: NaN equals NaN, bit for bit
+    # ties keep the measured order: the labels say which measurement came first
+    expected_order = sorted(range(len(values)), key=lambda i: (
+        round(curve(values[i].value, good, bad), 2),
+        -(1.0 if bad >= good else -1.0) * values[i].value, values[i].target))
+    if not any(math.isnan(m.value) for m in values):
+        assert [t.measurement.labels["i"] for t in ranked] == [str(i) for i in expected_order]
+
+
+def test_measurement_equality_ignores_labels_as_before() -> None:
+    a = Measurement("leaf01 Ethernet1", 0.5, "FCS", labels={"switch": "leaf01"})
+    b = Measurement("leaf01 Ethernet1", 0.5, "FCS")
+    assert a == b and hash(a) == hash(b) and not a != b and len({a, b}) == 1
+    assert a != Measurement("leaf01 Ethernet1", 0.5, "CRC") and b.labels == {}
+    assert Measurement("x", 1.0).labels is not Measurement("x", 1.0).labels  # never a shared default
+    assert a != ("leaf01 Ethernet1", 0.5, "FCS", {"switch": "leaf01"})  # only another Measurement

@@ -41,14 +41,11 @@ class Measurement(_MeasurementFields):
                 labels: dict[str, str] | None = None) -> Measurement:
         return tuple.__new__(cls, (target, value, note, {} if labels is None else labels))
 
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self[:3] == other[:3]
+    def __eq__(self, other: object) -> bool:  # never equal to a plain tuple
+        return other.__class__ is self.__class__ and self[:3] == other[:3]
 
     def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
+        return not self.__eq__(other)
 
     def __hash__(self) -> int:
         return hash(self[:3])
