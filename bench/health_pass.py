@@ -14,11 +14,15 @@ by a varying amount first (a few counters reset), so no rate cache can answer fr
 pass, as in production. Before the measured passes, enough passes run to fill every window
 (event_window / interval + 2), so the rings are at their steady size.
 
-Measured: CPU (time.process_time) per pass, median of `--passes`; retained memory of the health
-state (tracemalloc: what a steady-state pass leaves allocated, after GC) per series.
+Measured: CPU (time.process_time) per pass, median of `--passes`, the cyclic GC left on as in the
+daemon (whatever it costs inside a pass is the pass's); the cyclic GC's CPU over the whole measured
+loop, wherever it ran (gc.callbacks: a pass that defers collections must not hide them); retained
+memory of the health state (tracemalloc: what the service holds after the warm-up passes, after
+GC) per series; a digest of every pass's report (report_json).
 
 `--before REF` measures the tree of git commit REF in a child process (git archive into a
-temporary folder, same bench code) and prints both side by side.
+temporary folder, same bench code) and prints both side by side, and whether the two trees'
+reports were identical pass for pass.
 
 Run: PYTHONPATH=exporter .venv/bin/python bench/health_pass.py [--switches 32 64] [--before 635d75d]
 """
@@ -276,8 +280,8 @@ def main() -> None:
                 continue
             line += f" | {label}: {fig['cpu_per_100k']:.3f} s CPU /100k series"
             if "cpu_per_pass" in fig:
-                line += (f" ({fig['cpu_per_pass']:.3f} s/pass, of which GC "
-                         f"{fig.get('gc_per_pass', float('nan')):.3f} s; "
+                line += (f" ({fig['cpu_per_pass'] * 1000:.1f} ms/pass; cyclic GC over the loop "
+                         f"{fig.get('gc_per_pass', float('nan')) * 1000:.1f} ms/pass; "
                          f"{fig['retained_bytes_per_series']:.0f} B retained/series, score {fig['score']})")
         print(line)
     if before:
