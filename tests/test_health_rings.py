@@ -215,8 +215,11 @@ def _reference_scored(values: list[Measurement], good: float, bad: float) -> lis
 VALUES = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 0.001, 0.05, 1.0]))
 
 
+NAMES = st.one_of(st.sampled_from(["a", "b", "c"]), st.text(max_size=3))
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), VALUES), max_size=30),
+@given(st.lists(st.tuples(NAMES, VALUES), max_size=30),
        st.sampled_from([(0.001, 0.05), (1.0, 0.0), (0.0, 1.0), (5.0, 5.0)]))
 def test_targets_ranked_as_before(targets: list[tuple[str, float]], thresholds: tuple[float, float]) -> None:
     good, bad = thresholds

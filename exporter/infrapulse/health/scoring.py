@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import count, repeat
-from operator import attrgetter, itemgetter, mul
+from operator import attrgetter, itemgetter, mul, ne
 from typing import Any, NamedTuple
 
 from .coverage import CoverageNote
@@ -273,9 +273,17 @@ def _scored(values: list[Measurement], good: float, bad: float) -> list[TargetSc
     else:
         scores = [100.0 if v >= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
     away = -1.0 if bad >= good else 1.0
-    ranked = sorted(zip(scores, map(mul, repeat(away), measured), map(_target, values), count(),
-                        map(_new_target, zip(values, scores))))
-    return list(map(_last, ranked))
+    toward = list(map(mul, repeat(away), measured))
+    if any(map(ne, measured, measured)):  # a NaN: only the tuple comparison orders it as before
+        ranked = sorted(zip(scores, toward, map(_target, values), count(),
+                            map(_new_target, zip(values, scores))))
+        return list(map(_last, ranked))
+    # The same order as sorting (score, toward, target, position) tuples, as three stable sorts
+    # from the last key to the first: each compares plain floats or strings, in C.
+    order = sorted(range(len(values)), key=list(map(_target, values)).__getitem__)
+    order.sort(key=toward.__getitem__)
+    order.sort(key=scores.__getitem__)
+    return list(map(_new_target, zip(map(values.__getitem__, order), map(scores.__getitem__, order))))
 
 
 def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
