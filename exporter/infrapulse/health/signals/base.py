@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -49,6 +50,12 @@ class Measurement(_MeasurementFields):
 
     def __hash__(self) -> int:
         return hash(self[:3])
+
+
+# Measurement(*fields) without a Python-level call (all four fields, labels a fresh dict): the hot
+# loops build one per switch queue and port.
+measurement: Callable[[tuple[str, float, str, dict[str, str]]], Measurement] = partial(
+    tuple.__new__, Measurement)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from .base import (
     Signal,
     gauges_by,
     label_maker,
+    measurement,
     nic_prio_name,
     port_name,
     present_keys,
@@ -57,8 +58,8 @@ def measure_switch_ecn(ctx: Context) -> list[Measurement]:
     for k, m in marked.items():
         t = sent.get(k)
         if t is not None:
-            out.append(Measurement(queue_name(k), ratio(m.increase, max(t.increase, m.increase)),
-                                   labels=SWQ_LABELS(k)))
+            out.append(measurement((queue_name(k), ratio(m.increase, max(t.increase, m.increase)), "",
+                                    SWQ_LABELS(k))))
     return out
 
 
@@ -91,8 +92,8 @@ def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     802.3x global pause per NIC, which stops the whole link (all priorities) just the same."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
-        out.append(Measurement(switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
-                               labels=SWP_LABELS(k)))
+        out.append(measurement((switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
+                                SWP_LABELS(k))))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
         out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
@@ -150,8 +151,8 @@ def measure_queue_drops(ctx: Context) -> list[Measurement]:
     for k, d in dropped.items():
         t = sent.get(k)
         if t is not None:
-            out.append(Measurement(queue_name(k), ratio(d.increase, t.increase + d.increase),
-                                   labels=SWQ_LABELS(k)))
+            out.append(measurement((queue_name(k), ratio(d.increase, t.increase + d.increase), "",
+                                    SWQ_LABELS(k))))
     return out
 
 
