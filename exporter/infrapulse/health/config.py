@@ -129,9 +129,9 @@ CONFIG = Section(
         "See docs/health.md for every signal's formula, window and default thresholds.",
     fields={
         "enabled": Bool("Compute and export the health score.", default=True),
-        "interval": Duration("How often the score is computed (default: the daemon's interval). A fabric "
-                             "instance with 100k+ series may want 15s-30s: a pass costs about 10 us of CPU "
-                             "per counter series."),
+        "interval": Duration("How often the score is computed (default: the daemon's interval). A pass "
+                             "costs about 1 us of CPU per series (0.1 s per 100k on a fabric instance; "
+                             "docs/scaling.md, Health pass cost)."),
         "window": Duration("Window of rate and ratio signals (ECN ratio, PFC pause ratio, CNP rate, "
                            "TTFT p95 ...).", default="1m", min=1),
         "event_window": Duration("Window of event signals (XID errors, link flaps, uncorrectable ECC "

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from .. import catalog
 from ..rates import CounterHistory, Rate
+from ..sources.gnmi.columns import Column
 from ..store import Histogram, LabelValues, Store, Value
+from .rings import ColumnRing
 
 HEALTH_SOURCE = "health"
 # At most this many points per window and series: a gNMI stream may publish far more often
@@ -36,6 +39,7 @@ class Series:
 
 SeriesKey = tuple[str, str, str, LabelValues]  # (family, source, target, label values)
 BornKey = tuple[str, str, str, str, LabelValues]  # (window kind,) + SeriesKey
+RingKey = tuple[str, str, str, str]  # (window kind, source, target, family)
 
 
 class _History(CounterHistory):
@@ -59,6 +63,9 @@ class Readings:
         self._born: dict[BornKey, tuple[float, float, float]] = {}
         self._rate_cache: dict[tuple[str, tuple[str, ...], str], dict[tuple[str, ...], Rate]] = {}
         self._label_cache: dict[str, tuple[str, ...]] = {}
+        # Counter families held in gNMI columns (not sparse): one ring per column (see rings.py).
+        self.rings: dict[RingKey, ColumnRing] = {}
+        self._ring_index: dict[RingKey, dict[LabelValues, int]] = {}  # for increase(), per pass
         self.store: Store | None = None
 
     # -- feeding -----------------------------------------------------------------------------
@@ -67,7 +74,9 @@ class Readings:
         """Observe every counter family in `counters` ({window kind: families}) from the store."""
         self.store = store
         self._rate_cache.clear()
+        self._ring_index.clear()
         live: dict[str, set[SeriesKey]] = {kind: set() for kind in counters}
+        live_rings: set[RingKey] = set()
         live_instances: set[tuple[str, str]] = set()
         for (source, target), snap in store.snapshots():
             if source == HEALTH_SOURCE:
@@ -85,6 +94,16 @@ class Readings:
                     series = snap.series.get(family)
                     if not series:
                         continue
+                    if isinstance(series, Column) and family not in self.sparse:
+                        ring_key = (kind, source, target, family)
+                        live_rings.add(ring_key)
+                        ring = self.rings.get(ring_key)
+                        if ring is None:
+                            ring = self.rings[ring_key] = ColumnRing()
+                        ring.follow(series)
+                        if observe:
+                            ring.observe(series, snap.timestamp, history.window, history.max_points)
+                        continue
                     for values, value in series.items():
                         key = (family, source, target, values)
                         keys.add(key)
@@ -95,6 +114,8 @@ class Readings:
                             history.observe(key, snap.timestamp, float(value))
         for kind, keys in live.items():
             self.histories[kind].forget_missing(keys)
+        for ring_key in [k for k in self.rings if k not in live_rings]:
+            del self.rings[ring_key]
         for born in [b for b in self._born if b[1:] not in live.get(b[0], ())]:
             del self._born[born]
         for observed in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
@@ -127,6 +148,14 @@ class Readings:
         A sparse counter that appeared while its source instance was already publishing
         started from zero, so its first value counts as increase (while still in the window).
         """
+        ring_key = (kind, series.source, series.target, series.family)
+        ring = self.rings.get(ring_key)
+        if ring is not None:
+            index = self._ring_index.get(ring_key)
+            if index is None:
+                index = self._ring_index[ring_key] = {lab: i for i, lab in enumerate(ring.labels)}
+            position = index.get(series.values)
+            return None if position is None else ring.rates()[position]
         key = (series.family, series.source, series.target, series.values)
         history = self.histories[kind]
         rate = history.rate(key)
@@ -159,25 +188,50 @@ class Readings:
         if self.store is not None:
             names = self.label_names(family)
             index = [names.index(k) if k in names else None for k in keys]
+            whole = index == list(range(len(names)))  # keys are every label, in order
             history = self.histories[kind]
             born = bool(self._born) and family in self.sparse
-            for source, target, values, _value in self.store.iter_family(family):
+            for (source, target), snap in self.store.snapshots():
                 if source == HEALTH_SOURCE:
                     continue
-                if born:
-                    rate = self.increase(Series(family, source, target, values, {}, _value), kind)
-                else:
-                    rate = history.rate((family, source, target, values))
-                if rate is None:
+                series = snap.series.get(family)
+                if not series:
                     continue
-                key = tuple(values[i] if i is not None and i < len(values) else "" for i in index)
-                prev = out.get(key)
-                out[key] = rate if prev is None else Rate(
-                    prev.per_second + rate.per_second, prev.increase + rate.increase,
-                    max(prev.seconds, rate.seconds), prev.saturated or rate.saturated,
-                    prev.resets + rate.resets)
+                ring = self.rings.get((kind, source, target, family))
+                if ring is not None:
+                    self._add_ring(out, ring, index, whole and ring.width == len(names))
+                    continue
+                for values, _value in series.items():
+                    if born:
+                        rate = self.increase(Series(family, source, target, values, {}, _value), kind)
+                    else:
+                        rate = history.rate((family, source, target, values))
+                    if rate is None:
+                        continue
+                    key = tuple(values[i] if i is not None and i < len(values) else "" for i in index)
+                    prev = out.get(key)
+                    out[key] = rate if prev is None else _sum(prev, rate)
         self._rate_cache[cache_key] = out
         return out
+
+    @staticmethod
+    def _add_ring(out: dict[tuple[str, ...], Rate], ring: ColumnRing, index: list[int | None],
+                  whole: bool) -> None:
+        """A column's rates into `out`, keyed and summed as the per-series path does."""
+        rates = ring.rates()
+        pairs: list[tuple[LabelValues, Rate]]
+        if None in rates:
+            pairs = [(lab, r) for lab, r in zip(ring.labels, rates) if r is not None]
+        else:
+            pairs = list(zip(ring.labels, cast("list[Rate]", rates)))
+        if whole and out.keys().isdisjoint(ring.labels):
+            out.update(pairs)  # keys are the label tuples themselves, none seen yet: no sum
+            return
+        for values, rate in pairs:
+            key = values if whole else tuple(
+                values[i] if i is not None and i < len(values) else "" for i in index)
+            prev = out.get(key)
+            out[key] = rate if prev is None else _sum(prev, rate)
 
     def sources_present(self) -> set[str]:
         """Source names this instance runs (from their status or their data)."""
@@ -187,3 +241,9 @@ class Readings:
         present.update(src for (src, _), _ in self.store.snapshots())
         present.discard(HEALTH_SOURCE)
         return present
+
+
+def _sum(a: Rate, b: Rate) -> Rate:
+    """Two windowed increases under one key, in the order they were met."""
+    return Rate(a.per_second + b.per_second, a.increase + b.increase, max(a.seconds, b.seconds),
+                a.saturated or b.saturated, a.resets + b.resets)

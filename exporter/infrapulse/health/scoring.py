@@ -22,7 +22,10 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from itertools import count, repeat
+from operator import attrgetter, itemgetter, mul, ne
+from typing import Any, NamedTuple
 
 from .coverage import CoverageNote
 from .latency import EndpointLatency
@@ -91,8 +94,9 @@ def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
     return out
 
 
-@dataclass(frozen=True)
-class TargetScore:
+class TargetScore(NamedTuple):
+    """One target's sub-score (a tuple: a fabric pass makes one per switch queue and port)."""
+
     measurement: Measurement
     score: float
 
@@ -257,6 +261,34 @@ def _weighted(pairs: list[tuple[float, float]]) -> float | None:
     return sum(w * v for w, v in pairs) / total if total > 0 else None
 
 
+_new_target = partial(tuple.__new__, TargetScore)  # TargetScore(*fields), no Python-level call
+_value, _target, _last = attrgetter("value"), attrgetter("target"), itemgetter(-1)
+
+
+def _scored(values: list[Measurement], good: float, bad: float) -> list[TargetScore]:
+    """Every target's sub-score, worst first. Equal scores (two targets both past bad, or both
+    within good) are ordered by how far each is towards bad, so the worst target leads whatever
+    the rounding did; then by name, then as measured. A fabric has tens of thousands of targets,
+    mostly healthy: those skip the curve, and the sort compares plain tuples."""
+    measured = list(map(_value, values))
+    if good < bad:
+        scores = [100.0 if v <= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
+    else:
+        scores = [100.0 if v >= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
+    away = -1.0 if bad >= good else 1.0
+    toward = list(map(mul, repeat(away), measured))
+    if any(map(ne, measured, measured)):  # a NaN: only the tuple comparison orders it as before
+        ranked = sorted(zip(scores, toward, map(_target, values), count(),
+                            map(_new_target, zip(values, scores))))
+        return list(map(_last, ranked))
+    # The same order as sorting (score, toward, target, position) tuples, as three stable sorts
+    # from the last key to the first: each compares plain floats or strings, in C.
+    order = sorted(range(len(values)), key=list(map(_target, values)).__getitem__)
+    order.sort(key=toward.__getitem__)
+    order.sort(key=scores.__getitem__)
+    return list(map(_new_target, zip(map(values.__getitem__, order), map(scores.__getitem__, order))))
+
+
 def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
              settings: dict[str, Settings] | None = None, timestamp: float | None = None,
              max_detractors: int | None = None) -> Report:
@@ -269,12 +301,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         st = settings[name]
         result = SignalResult(signal, st, values is not None)
         if values:
-            scored = [TargetScore(m, round(curve(m.value, st.good, st.bad), SCORE_DIGITS)) for m in values]
-            # Equal scores (two targets both past bad, or both within good) are ordered by how
-            # far each is towards bad, so the worst target leads whatever the rounding did.
-            toward_bad = 1.0 if st.bad >= st.good else -1.0
-            scored.sort(key=lambda t: (t.score, -toward_bad * t.measurement.value, t.measurement.target))
-            result.targets = scored
+            result.targets = _scored(values, st.good, st.bad)
         comp = components.get(signal.component)
         if comp is None:
             comp = components[signal.component] = ComponentResult(

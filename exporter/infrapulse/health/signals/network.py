@@ -19,6 +19,8 @@ from .base import (
     Measurement,
     Signal,
     gauges_by,
+    label_maker,
+    measurement,
     nic_prio_name,
     port_name,
     present_keys,
@@ -45,6 +47,7 @@ PHY_ERROR_KINDS = (
 )
 # Status entries of the gnmi source that are about its config, not a switch.
 GNMI_NON_SWITCH_TARGETS = frozenset({"shard", "targets_file"})
+SWQ_LABELS, SWP_LABELS, SWI_LABELS = label_maker(SWQ), label_maker(SWP), label_maker(SWI)
 
 
 def measure_switch_ecn(ctx: Context) -> list[Measurement]:
@@ -54,8 +57,8 @@ def measure_switch_ecn(ctx: Context) -> list[Measurement]:
     for k, m in marked.items():
         t = sent.get(k)
         if t is not None:
-            out.append(Measurement(queue_name(k), ratio(m.increase, max(t.increase, m.increase)),
-                                   labels=dict(zip(SWQ, k))))
+            out.append(measurement((queue_name(k), ratio(m.increase, max(t.increase, m.increase)), "",
+                                    SWQ_LABELS(k))))
     return out
 
 
@@ -88,8 +91,8 @@ def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     802.3x global pause per NIC, which stops the whole link (all priorities) just the same."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
-        out.append(Measurement(switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
-                               labels=dict(zip(SWP, k))))
+        out.append(measurement((switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
+                                SWP_LABELS(k))))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
         out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
@@ -115,8 +118,11 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
              NICD, global_pause_name, GLOBAL_PAUSE_NOTE)):
         timed = present_keys(ctx, durations, keys)
         frame_keys = present_keys(ctx, frames, keys)
-        untimed_ports += len(frame_keys - timed)
+        untimed = len(frame_keys - timed)
+        untimed_ports += untimed
         timed_ports += len(frame_keys & timed)
+        if not untimed:
+            continue  # every port with frames reports a duration: no frame rate is needed
         for k, r in rates_by(ctx, frames, keys).items():
             if k not in timed:
                 out.append(Measurement(name(k), r.per_second, notes.get(k[-1], ""),
@@ -144,8 +150,8 @@ def measure_queue_drops(ctx: Context) -> list[Measurement]:
     for k, d in dropped.items():
         t = sent.get(k)
         if t is not None:
-            out.append(Measurement(queue_name(k), ratio(d.increase, t.increase + d.increase),
-                                   labels=dict(zip(SWQ, k))))
+            out.append(measurement((queue_name(k), ratio(d.increase, t.increase + d.increase), "",
+                                    SWQ_LABELS(k))))
     return out
 
 
@@ -154,7 +160,7 @@ def measure_phy_errors(ctx: Context) -> list[Measurement]:
     InfiniBand port (symbol errors; on RoCE ports the NIC's own PHY counters say it)."""
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_interface_fcs_errors_total", SWI).items():
-        out.append(Measurement(f"{k[0]} {k[1]}", r.per_second, "FCS", labels=dict(zip(SWI, k))))
+        out.append(Measurement(f"{k[0]} {k[1]}", r.per_second, "FCS", labels=SWI_LABELS(k)))
     by_kind = rates_by(ctx, "infrapulse_nic_phy_errors_total", ("interface", "kind"))
     for iface in sorted({iface for iface, _ in by_kind}):
         for kind, note in PHY_ERROR_KINDS:
@@ -183,7 +189,7 @@ def measure_link_flaps(ctx: Context) -> list[Measurement]:
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI,
                          link.LINK).items():
-        out.append(Measurement(f"{k[0]} {k[1]}", r.increase, labels=dict(zip(SWI, k))))
+        out.append(Measurement(f"{k[0]} {k[1]}", r.increase, labels=SWI_LABELS(k)))
     ports = rdma_ports(ctx)
     roce_netdevs = {p.netdev: p for p in ports.values() if p.roce and p.netdev}
     for iface, moved in link.nic_transitions(ctx).items():

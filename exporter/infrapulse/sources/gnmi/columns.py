@@ -141,6 +141,16 @@ class Column(Mapping[LabelValues, float]):
     def values(self) -> Any:
         return map(self._slots.values.__getitem__, self.index.values())
 
+    # -- bulk reads: a whole column at once, in its order (the health rings) --------------------
+
+    def labels(self) -> tuple[LabelValues, ...]:
+        """Every visible series' label tuple, in the order `gather` returns their values."""
+        return tuple(self.index)
+
+    def gather(self) -> array[float]:
+        """Every visible series' value, in `labels()` order, copied into one array."""
+        return array("d", map(self._slots.values.__getitem__, self.index.values()))
+
     def __repr__(self) -> str:
         return f"Column({dict(self.items())!r})"
 
