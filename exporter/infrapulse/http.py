@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import exposition
 
 from . import __version__
+from .exposition import render_body
 from .inventory import inventory
 from .metrics import DaemonState
 from .store import SourceStatus, Store
@@ -33,26 +34,28 @@ Middleware = Callable[[web.Request, Callable[[web.Request], Awaitable[web.Stream
 
 
 class RenderCache:
-    """The last encoded /metrics body per (format, compression), reused for up to `ttl` seconds
-    while the store's generation is unchanged: a poll that publishes new data always shows at
-    once; only streamed in-place updates (gNMI) can be up to `ttl` old."""
+    """The last encoded /metrics body per format, reused for up to `ttl` seconds while the
+    store's generation is unchanged: a poll that publishes new data always shows at once; only
+    streamed in-place updates (gNMI) can be up to `ttl` old. The gzip of a cached body is made
+    once (at level 1: a fast level, the body is mostly repeated label blocks) and shared too."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._entries: dict[tuple[str, bool], tuple[float, int, bytes, str]] = {}
+        # content type -> (rendered at, generation, body, its gzip or None until asked)
+        self._entries: dict[str, tuple[float, int, bytes, bytes | None]] = {}
 
     def get(self, accept: str | None, gzipped: bool, generation: int, render) -> tuple[bytes, str]:
         encoder, content_type = exposition.choose_encoder(accept or "")
-        key = (content_type, gzipped)
-        hit = self._entries.get(key)
+        hit = self._entries.get(content_type)
         if hit is not None and hit[1] == generation and time.monotonic() - hit[0] < self.ttl:
-            return hit[2], hit[3]
-        body = render(encoder)
-        if gzipped:
-            body = gzip.compress(body, compresslevel=1)
+            rendered_at, _, body, compressed = hit
+        else:
+            rendered_at, body, compressed = time.monotonic(), render(encoder), None
+        if gzipped and compressed is None:
+            compressed = gzip.compress(body, compresslevel=1)
         if self.ttl > 0:
-            self._entries[key] = (time.monotonic(), generation, body, content_type)
-        return body, content_type
+            self._entries[content_type] = (rendered_at, generation, body, compressed)
+        return (compressed if gzipped and compressed is not None else body), content_type
 
 
 RENDER_CACHE_KEY = web.AppKey("render_cache", RenderCache)
@@ -63,7 +66,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     body, content_type = request.app[RENDER_CACHE_KEY].get(
         request.headers.get("Accept"), gzipped, request.app[STORE_KEY].generation,
-        lambda encoder: encoder(registry))
+        lambda encoder: render_body(registry, encoder))
     headers = {"Content-Type": content_type}
     if gzipped:
         headers["Content-Encoding"] = "gzip"

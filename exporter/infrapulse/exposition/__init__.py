@@ -1,0 +1,13 @@
+"""The /metrics exposition encoder: the store's series written as text 0.0.4 or OpenMetrics.
+
+prometheus_client builds a Sample object per series and re-escapes every label set on every
+scrape; at fabric scale (hundreds of thousands of series) that is seconds of CPU per render.
+Here a series' name and label block (its "prefix") is encoded once and kept; a render writes the
+kept prefixes and the current values. The output is byte-identical to prometheus_client's
+encoders (tests/test_exposition*.py compare the two), which remain the reference.
+"""
+
+from .registry import ExpositionRegistry, render_body
+from .style import Style, style_of
+
+__all__ = ["ExpositionRegistry", "Style", "render_body", "style_of"]

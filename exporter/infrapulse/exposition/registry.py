@@ -1,0 +1,83 @@
+"""A CollectorRegistry that renders through the exposition encoder where a collector has one.
+
+Collectors offering `exposition_encoder()` (the store's) are written from kept prefixes; the
+others (process_*, the HTTP guard's counters: a few dozen series) through prometheus_client's own
+encoder, in registration order, so the body is what `encoder(registry)` would return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import exposition
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics import exposition as om_exposition
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .style import Style, style_of
+
+EOF_LINE = b"# EOF\n"
+
+
+class _Metrics:
+    """A one-shot collector of already collected metrics, for prometheus_client's encoders."""
+
+    def __init__(self, metrics: Iterable[Metric]) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self._metrics)
+
+
+def reference_body(metrics: Iterable[Metric], style: Style) -> bytes:
+    """prometheus_client's encoding of `metrics` (without OpenMetrics' closing # EOF)."""
+    if style.openmetrics:
+        body = om_exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
+        return body[: -len(EOF_LINE)]
+    return exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
+
+
+class ExpositionRegistry(CollectorRegistry):
+    """Keeps its collectors in order and each fast collector's encoder (with its kept prefixes)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._ordered: list[Collector] = []
+        self._encoders: dict[int, Any] = {}
+
+    def register(self, collector: Collector) -> None:
+        super().register(collector)
+        self._ordered.append(collector)
+        make = getattr(collector, "exposition_encoder", None)
+        if make is not None:
+            self._encoders[id(collector)] = make()
+
+    def unregister(self, collector: Collector) -> None:
+        super().unregister(collector)
+        self._ordered.remove(collector)
+        self._encoders.pop(id(collector), None)
+
+    def render(self, style: Style) -> bytes:
+        parts: list[bytes] = []
+        for collector in list(self._ordered):
+            encoder = self._encoders.get(id(collector))
+            if encoder is None:
+                parts.append(reference_body(collector.collect(), style))
+                continue
+            lines = encoder.render(style)
+            if lines:
+                lines.append("")
+                parts.append("\n".join(lines).encode("utf-8"))
+        if style.openmetrics:
+            parts.append(EOF_LINE)
+        return b"".join(parts)
+
+
+def render_body(registry: object, encoder: Callable[..., bytes]) -> bytes:
+    """The /metrics body `encoder` (from exposition.choose_encoder) asks for: through the fast
+    encoder when the registry has one and the style is one it writes, else prometheus_client."""
+    style = style_of(encoder)
+    if style is not None and isinstance(registry, ExpositionRegistry):
+        return registry.render(style)
+    return encoder(registry)
