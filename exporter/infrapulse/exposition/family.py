@@ -8,15 +8,16 @@ keyed by (label, value) pairs, histograms as buckets, then _count, then _sum.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
+from itertools import chain, repeat
 from operator import add
 from typing import Any
 
 from .. import catalog
 from ..store import Histogram
 from .floats import go_float, go_floats
-from .names import family_name, help_text, sample_prefix
-from .prefixes import PrefixCache
+from .names import family_name, help_text, label_block, sample_head, sample_prefix
+from .prefixes import PrefixCache, PrefixCaches
 from .style import Style
 
 _PROMETHEUS_TYPE = {catalog.COUNTER: "counter", catalog.GAUGE: "gauge", catalog.HISTOGRAM: "histogram",
@@ -28,35 +29,42 @@ def _le(bound: float) -> str:
 
 
 class FamilyEncoder:
-    """Encodes the series of one family; holds no series state (the caches are passed in)."""
+    """Encodes the series of one family; the kept prefixes live in the PrefixCaches passed in."""
 
     def __init__(self, family: catalog.Family, style: Style) -> None:
         self.family = family
         self.style = style
-        self.header = self._header()
+        self.header = "\n".join(self._header())
         self.labelnames = family.labels + family.optional_labels
         self.drop_empty = bool(family.optional_labels)
-        # What the kept prefixes depend on besides the label key: lets styles writing the same
-        # bytes share one cache.
-        self.naming = (sample_prefix(family.name, (), style), sample_prefix("a", (("b", "c"),), style),
-                       family.passthrough)
+        head, quoted = sample_head(family.name, style)
+        # Plain families keep only label blocks, shared by every family of an instance with the
+        # same label names; the sample name is written in front at render time.
+        self.shared_blocks = (family.type != catalog.HISTOGRAM and not family.passthrough
+                              and not quoted)
+        self.head = head
+        if self.shared_blocks:
+            self._cache_tail: tuple[Hashable, ...] = (
+                "blocks", self.labelnames, self.drop_empty, style.escaping)
+        else:  # whole prefixes of this family (its name is in them)
+            self._cache_tail = ("family", family.name, style)
 
     def _header(self) -> list[str]:
         family, style = self.family, self.style
         name, typ = family.name, family.type
-        if typ == catalog.COUNTER:
-            base = name[: -len("_total")]
-        elif typ == catalog.INFO:
-            base = name[: -len("_info")]
-        else:
-            base = name
+        base = (name[: -len("_total")] if typ == catalog.COUNTER
+                else name[: -len("_info")] if typ == catalog.INFO else name)
         if style.openmetrics:
             shown, shown_type = base, typ
-        else:
-            shown = base + "_total" if typ == catalog.COUNTER else base + "_info" if typ == catalog.INFO else base
+        else:  # text 0.0.4: prometheus_client's munging of OpenMetrics types
+            shown = (base + "_total" if typ == catalog.COUNTER
+                     else base + "_info" if typ == catalog.INFO else base)
             shown_type = _PROMETHEUS_TYPE[typ]
         shown = family_name(shown, style)
         return [f"# HELP {shown} {help_text(family.help, style)}", f"# TYPE {shown} {shown_type}"]
+
+    def cache(self, caches: PrefixCaches, owner: tuple[str, str]) -> PrefixCache:
+        return caches.get((*owner, *self._cache_tail))
 
     # -- label keys -> sorted label pairs ---------------------------------------------------------
 
@@ -69,6 +77,9 @@ class FamilyEncoder:
         else:
             labels = dict(zip(self.labelnames, key))
         return sorted(labels.items())
+
+    def block(self, key: Any) -> str:
+        return label_block(self.pairs(key), self.style)
 
     def scalar_prefix(self, key: Any) -> str:
         return sample_prefix(self.family.name, self.pairs(key), self.style)
@@ -84,23 +95,20 @@ class FamilyEncoder:
 
     # -- sample lines ------------------------------------------------------------------------------
 
-    def lines(self, series: Mapping[Any, Any], cache: PrefixCache, out: list[str]) -> None:
-        """Append the sample lines of one instance's series of this family to `out`."""
-        if self.family.type != catalog.HISTOGRAM:
-            keys = series.keys()
-            try:
-                values = go_floats(series.values())
-            except TypeError:  # a Histogram among a passthrough family's values
-                self._mixed_lines(series, cache, out)
-                return
-            out.extend(map(add, cache.lookup(keys, self.scalar_prefix), values))
-            return
-        self._mixed_lines(series, cache, out)
+    def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
+        """The sample lines of one instance's series of this family, joined, no final newline."""
+        if self.shared_blocks:
+            values = go_floats(series.values())
+            blocks = cache.lookup(series.keys(), self.block)
+            # name, block, value, newline for every series, joined once (no string per line)
+            pieces = chain.from_iterable(zip(repeat(self.head), blocks, values, repeat("\n")))
+            return "".join(pieces)[:-1]
+        return self._mixed_chunk(series, cache)
 
-    def _mixed_lines(self, series: Mapping[Any, Any], cache: PrefixCache, out: list[str]) -> None:
-        """Histograms, or a passthrough family mixing histograms and plain values: per series."""
+    def _mixed_chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
+        """Histograms and passthrough families (which may mix histograms and plain values)."""
         prefixes = cache.prefixes
-        found = []
+        out: list[str] = []
         for key, value in series.items():
             prefix = prefixes.get(key)
             if isinstance(value, Histogram):
@@ -114,5 +122,5 @@ class FamilyEncoder:
                 if not isinstance(prefix, str):
                     prefix = prefixes[key] = self.scalar_prefix(key)
                 out.append(prefix + go_float(value))
-            found.append(prefix)
-        cache.trim(series.keys(), found)
+        cache.seen(len(series))
+        return "\n".join(out)

@@ -7,9 +7,19 @@ from collections.abc import Iterable
 _SPECIAL = {"inf": "+Inf", "-inf": "-Inf", "nan": "NaN"}
 
 
+# Exponent suffixes by the number of digits before the point (repr switches to exponent
+# notation itself from 1e16 on).
+_EXPONENT = {digits: f"e+{digits - 1:02d}" for digits in range(7, 17)}
+
+
 def _exponent_form(s: str) -> str:
     """repr() of a finite float, switched to Go's exponent form where Go would use it: a positive
     value with more than 6 digits before the point (prometheus_client's rule)."""
+    if s[-2:] == ".0" and s[0] != "-":  # an integral value, the usual counter: the fast way
+        suffix = _EXPONENT.get(len(s) - 2)
+        if suffix is not None:
+            digits = s[:-2].rstrip("0")
+            return f"{digits[0]}.{digits[1:]}{suffix}" if len(digits) > 1 else digits + suffix
     dot = s.find(".")
     if dot > 6 and s[0] != "-":
         mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1:]}".rstrip("0.")

@@ -73,11 +73,17 @@ def sample_head(name: str, style: Style) -> tuple[str, bool]:
     return family_name(name, style), False
 
 
-def sample_prefix(name: str, pairs: Iterable[tuple[str, str]], style: Style) -> str:
-    """Everything of a sample line before its value: `name{a="x",b="y"} `. `pairs` are the
-    label (name, value) pairs, already sorted by name."""
-    head, quoted = sample_head(name, style)
+def label_block(pairs: Iterable[tuple[str, str]], style: Style) -> str:
+    """The label block and the space before the value: `{a="x",b="y"} `, or ` ` without labels.
+    `pairs` are the label (name, value) pairs, already sorted by name."""
     block = ",".join(f'{label_name(k, style)}="{escape_value(v)}"' for k, v in pairs)
+    return f"{{{block}}} " if block else " "
+
+
+def sample_prefix(name: str, pairs: Iterable[tuple[str, str]], style: Style) -> str:
+    """Everything of a sample line before its value: `name{a="x",b="y"} `."""
+    head, quoted = sample_head(name, style)
     if quoted:
+        block = ",".join(f'{label_name(k, style)}="{escape_value(v)}"' for k, v in pairs)
         return f"{{{head},{block}}} " if block else f"{{{head}}} "
-    return f"{head}{{{block}}} " if block else f"{head} "
+    return head + label_block(pairs, style)

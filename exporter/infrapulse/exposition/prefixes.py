@@ -1,9 +1,10 @@
-"""Kept sample prefixes: one per series, encoded when the series first appears.
+"""Kept sample prefixes: encoded when a series first appears, then reused by every render.
 
-A cache belongs to one series dict's owner (source, target, family) and one naming (the escaped
-sample name and label style), so text and OpenMetrics scrapes share it whenever they would write
-the same bytes. Keys are the store's own label keys: a snapshot family replaced every poll finds
-its previous prefixes again as long as its label sets are unchanged.
+A cache is keyed by an owner (source, target) and what its prefixes depend on: for catalogue
+families that is the label names and escaping, so the many families of one switch port (all
+labelled target + interface) share one label block per port instead of one per series. Keys
+are the store's own label keys: a snapshot family replaced every poll finds its previous
+prefixes again as long as its label sets are unchanged.
 """
 
 from __future__ import annotations
@@ -15,39 +16,42 @@ CacheKey = tuple[Hashable, ...]
 
 
 class PrefixCache:
-    """label key -> kept prefix (a str, or a tuple of them for a histogram's lines)."""
+    """label key -> kept prefix (a str, or a tuple for a histogram's lines)."""
 
-    __slots__ = ("prefixes", "used")
+    __slots__ = ("prefixes", "used", "looked_up")
 
     def __init__(self) -> None:
         self.prefixes: dict[Any, Any] = {}
         self.used = True
+        self.looked_up = 0  # series looked up since the last sweep (duplicates counted)
 
     def lookup(self, keys: Iterable[Any], build: Callable[[Any], Any]) -> list[Any]:
-        """The prefix of every key, in order; missing ones are built and kept. Prefixes of
-        series that went away are dropped once they would outnumber the live ones by a quarter."""
+        """The prefix of every key, in order; missing ones are built and kept. `keys` must be
+        re-iterable (a dict view)."""
         prefixes = self.prefixes
         found = list(map(prefixes.get, keys))
         if None in found:
-            keys = list(keys) if not isinstance(keys, list) else keys
+            listed = list(keys)
             for i, prefix in enumerate(found):
                 if prefix is None:
-                    found[i] = prefixes[keys[i]] = build(keys[i])
-        self.trim(keys, found)
+                    found[i] = prefixes[listed[i]] = build(listed[i])
+        self.seen(len(found))
         return found
 
-    def trim(self, keys: Iterable[Any], found: list[Any]) -> None:
-        """Keep only the prefixes of `keys` (in order, `found`) once prefixes of series that went
-        away would outnumber the live ones by a quarter. `keys` must be re-iterable (a view)."""
-        live = len(found)
-        if len(self.prefixes) > live + 64 + live // 4:
-            self.prefixes = dict(zip(keys, found))
+    def seen(self, count: int) -> None:
         self.used = True
+        self.looked_up += count
+
+    def stale(self) -> bool:
+        """More kept prefixes than series looked up since the last sweep: some belong to series
+        that went away. (A shared cache may hold up to its live series' count of dead ones before
+        this shows, which bounds them.)"""
+        return len(self.prefixes) > self.looked_up + 64
 
 
 class PrefixCaches:
-    """Every kept PrefixCache, by owner and naming; caches not used by a render are dropped by
-    the next one (an instance or family that went away)."""
+    """Every kept PrefixCache by key. After each render `sweep` drops those it did not use (an
+    instance or family that went away) and empties those holding dead series' prefixes."""
 
     def __init__(self) -> None:
         self._caches: dict[CacheKey, PrefixCache] = {}
@@ -60,10 +64,12 @@ class PrefixCaches:
         return cache
 
     def sweep(self) -> None:
-        """Drop caches the render that just finished did not use; mark the rest unused."""
         self._caches = {k: c for k, c in self._caches.items() if c.used}
         for cache in self._caches.values():
+            if cache.stale():
+                cache.prefixes = {}  # rebuilt, live series only, by the next render
             cache.used = False
+            cache.looked_up = 0
 
     def __len__(self) -> int:
         return sum(len(c.prefixes) for c in self._caches.values())

@@ -29,19 +29,19 @@ class StoreEncoder:
         return encoder
 
     def render(self, style: Style) -> list[str]:
-        """The lines (without newlines) of the store's families in `style`."""
+        """The store's families in `style` as chunks of lines, to be joined with newlines."""
         self.store.expire()
         by_family, series_per_source = families_by_name(self.store)
         out: list[str] = []
-        for family, series in self_series(self.store, self.state, series_per_source):
-            if series:
+        for family, own in self_series(self.store, self.state, series_per_source):
+            if own:
                 encoder = self._encoder(family, style)
-                out.extend(encoder.header)
-                encoder.lines(series, self.caches.get((*DAEMON_OWNER, family.name, encoder.naming)), out)
+                out.append(encoder.header)
+                out.append(encoder.chunk(own, encoder.cache(self.caches, DAEMON_OWNER)))
         for name in sorted(by_family):
             encoder = self._encoder(catalog.get(name), style)
-            out.extend(encoder.header)
+            out.append(encoder.header)
             for owner, series in by_family[name]:
-                encoder.lines(series, self.caches.get((*owner, name, encoder.naming)), out)
+                out.append(encoder.chunk(series, encoder.cache(self.caches, owner)))
         self.caches.sweep()
         return out

@@ -141,6 +141,9 @@ class Column(Mapping[LabelValues, float]):
     def values(self) -> Any:
         return map(self._slots.values.__getitem__, self.index.values())
 
+    def keys(self) -> Any:  # the index's own view: iterated in C by the exposition encoder
+        return self.index.keys()
+
     def __repr__(self) -> str:
         return f"Column({dict(self.items())!r})"
 
