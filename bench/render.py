@@ -16,7 +16,9 @@ the render). 64 switches give ~328k series. Measured, in this one process:
 
 CPU is time.process_time() of each render (the best of --repeat); the values change between
 renders (a fresh sample is applied to every switch before each one) so nothing is reused but
-the prefixes. Run: PYTHONPATH=exporter python bench/render.py [--switches 64] [--repeat 3]
+the prefixes. Run: PYTHONPATH=exporter python bench/render.py [--switches 45] [--repeat 3]
+[--exporter DIR]: DIR is another tree's exporter/ (a tree from before the encoder: only the
+prometheus_client figures and RSS are printed).
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporter"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+if "--exporter" in sys.argv:  # before importing infrapulse: measure another tree's code
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--exporter") + 1]).resolve()))
 
 from prometheus_client import generate_latest  # noqa: E402
 from prometheus_client.exposition import choose_encoder  # noqa: E402
 
+import gnmi_ingest  # noqa: E402
 from gnmi_ingest import PROFILE, prometheus_client_render, rss_mb, sample_messages  # noqa: E402
 from infrapulse.metrics import DaemonState, make_registry  # noqa: E402
 from infrapulse.store import Store  # noqa: E402
@@ -77,13 +82,20 @@ def cpu_of(fn: Callable[[], object]) -> tuple[float, object]:
     return time.process_time() - c, out
 
 
+# prometheus_client's own registry is timed by gnmi_ingest's helper: in CPU here, like the rest.
+gnmi_ingest._timed = lambda fn: cpu_of(fn)[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--switches", type=int, default=64)
+    parser.add_argument("--switches", type=int, default=45, help="45 switches: ~332k series")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--exporter", help="another tree's exporter/ directory to measure")
     args = parser.parse_args()
-
-    from infrapulse.exposition import render_body
+    try:
+        from infrapulse.exposition import render_body
+    except ImportError:
+        return before_the_encoder(args)
 
     rss0 = rss_mb()
     store, sample = fabric_store(args.switches)
@@ -122,10 +134,33 @@ def main() -> None:
           f"text + gzip {best['text'] + best['gzip']:.3f} s")
     print(f"prometheus_client over the same registry (the pre-encoder path): {best['reference']:.3f} s "
           f"-> encoder is {best['reference'] / best['text']:.1f}x faster; bodies identical")
-    print(f"prometheus_client's own registry (labelled children): {plain_seconds:.3f} s wall "
+    print(f"prometheus_client's own registry (labelled children): {plain_seconds:.3f} s CPU "
           f"({plain_bytes / 1e6:.1f} MB) -> encoder is {plain_seconds / best['text']:.1f}x faster")
     print(f"RSS: store {rss_store:.0f} MB, with kept prefixes {rss_prefixes:.0f} MB "
           f"(+{rss_prefixes - rss_store:.0f} MB for {store.series_count():,} series)")
+
+
+def before_the_encoder(args: argparse.Namespace) -> None:
+    rss0 = rss_mb()
+    store, sample = fabric_store(args.switches)
+    registry = make_registry(store, DaemonState("bench", "fabric"))
+    gc.collect()
+    rss_store = rss_mb()
+    print(f"store: {store.series_count():,} series from {args.switches} switches; "
+          f"RSS {rss_store:.0f} MB (process before the store {rss0:.0f} MB); no exposition encoder here")
+    runs: dict[str, list[float]] = {"text": [], "gzip": []}
+    for _ in range(args.repeat):
+        sample()
+        t, body = cpu_of(lambda: generate_latest(registry))
+        runs["text"].append(t)
+        runs["gzip"].append(cpu_of(lambda b=body: gzip.compress(b, compresslevel=1))[0])
+    gc.collect()
+    plain_seconds, plain_bytes = prometheus_client_render(store)
+    print(f"/metrics render (prometheus_client over the registry), text: {min(runs['text']):.3f} s CPU "
+          f"({len(body) / 1e6:.1f} MB); gzip level 1 {min(runs['gzip']):.3f} s")
+    print(f"prometheus_client's own registry (labelled children): {plain_seconds:.3f} s CPU "
+          f"-> /metrics render is {plain_seconds / min(runs['text']):.2f}x of it")
+    print(f"RSS after renders: {rss_mb():.0f} MB")
 
 
 if __name__ == "__main__":

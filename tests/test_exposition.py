@@ -161,7 +161,7 @@ def test_kept_prefixes_follow_the_live_series():
     for i in range(5000):
         snap.add(family, ("a", f"p{i}"), float(i))
     store.publish("test", "a", snap, 1e9)
-    encoder = StoreEncoder(store, DaemonState("h", "node"))
+    encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
     encoder.render(Style())
     kept = len(encoder.caches)
     assert 5000 <= kept <= 5000 + 20  # one per series (+ the daemon's own families)
@@ -188,7 +188,7 @@ def test_families_of_one_port_share_one_label_block():
         for p in range(200):
             snap.add(family, ("sw", f"Ethernet{p}"), float(p))
     store.publish("test", "sw", snap, 1e9)
-    encoder = StoreEncoder(store, DaemonState("h", "node"))
+    encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
     encoder.render(Style())
     assert 200 <= len(encoder.caches) <= 200 + 20
 

@@ -11,7 +11,6 @@ import asyncio
 import math
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
 
 from prometheus_client import ProcessCollector
 from prometheus_client.metrics_core import Metric
@@ -157,6 +156,9 @@ def _labels(names: tuple[str, ...], values: tuple[str, ...], drop_empty: bool) -
     return dict(zip(names, values))
 
 
+Owner = tuple[str, str]  # (source, target) of a snapshot
+
+
 class StoreCollector:
     """prometheus_client collector over the store plus the daemon's own metrics."""
 
@@ -169,9 +171,8 @@ class StoreCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        self.store.expire()
-        by_family, series_per_source = families_by_name(self.store)
-        for family, series in self_series(self.store, self.state, series_per_source):
+        by_family, series_per_source = self.families()
+        for family, series in self.own_families(series_per_source):
             metric = family_metric(family, [series])
             if metric is not None:
                 yield metric
@@ -181,14 +182,17 @@ class StoreCollector:
             if metric is not None:
                 yield metric
 
-    def exposition_encoder(self) -> Any:
-        """The fast encoder of the same output (exposition.ExpositionRegistry renders with it)."""
-        from .exposition.store_encoder import StoreEncoder  # here: that module imports this one
+    # What the exposition encoder renders from (exposition.store_encoder.StoreSeries):
 
-        return StoreEncoder(self.store, self.state)
+    def families(self) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
+        """Expire stale snapshots, then every live series dict by family (see families_by_name)."""
+        self.store.expire()
+        return families_by_name(self.store)
+
+    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]:
+        return self_series(self.store, self.state, series_per_source)
 
 
-Owner = tuple[str, str]  # (source, target) of a snapshot
 
 
 def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:

@@ -1,6 +1,7 @@
 """A CollectorRegistry that renders through the exposition encoder where a collector has one.
 
-Collectors offering `exposition_encoder()` (the store's) are written from kept prefixes; the
+Collectors that hand over the store's series (store_encoder.StoreSeries: metrics.StoreCollector)
+are written from kept prefixes; the
 others (process_*, the HTTP guard's counters: a few dozen series) through prometheus_client's own
 encoder, in registration order, so the body is what `encoder(registry)` would return.
 """
@@ -15,6 +16,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from .store_encoder import StoreEncoder, StoreSeries
 from .style import Style, style_of
 
 EOF_LINE = b"# EOF\n"
@@ -44,14 +46,13 @@ class ExpositionRegistry(CollectorRegistry):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ordered: list[Collector] = []
-        self._encoders: dict[int, Any] = {}
+        self._encoders: dict[int, StoreEncoder] = {}
 
     def register(self, collector: Collector) -> None:
         super().register(collector)
         self._ordered.append(collector)
-        make = getattr(collector, "exposition_encoder", None)
-        if make is not None:
-            self._encoders[id(collector)] = make()
+        if isinstance(collector, StoreSeries):
+            self._encoders[id(collector)] = StoreEncoder(collector)
 
     def unregister(self, collector: Collector) -> None:
         super().unregister(collector)

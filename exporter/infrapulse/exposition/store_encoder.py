@@ -1,10 +1,11 @@
-"""The store (and the daemon's own families) encoded as StoreCollector would have it encoded."""
+"""The store (and the daemon's own families) encoded as metrics.StoreCollector would have it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
 from .. import catalog
-from ..metrics import DaemonState, families_by_name, self_series
-from ..store import Store
 from .family import FamilyEncoder
 from .prefixes import PrefixCaches
 from .style import Style
@@ -12,12 +13,22 @@ from .style import Style
 DAEMON_OWNER = ("", "")  # the cache owner of the daemon's own families
 
 
-class StoreEncoder:
-    """Renders what `metrics.StoreCollector.collect()` yields, through kept prefixes."""
+@runtime_checkable
+class StoreSeries(Protocol):
+    """What a collector hands the encoder (metrics.StoreCollector has it): the store's series
+    dicts by family name with their (source, target), and the daemon's own families."""
 
-    def __init__(self, store: Store, state: DaemonState) -> None:
-        self.store = store
-        self.state = state
+    def families(self) -> tuple[dict[str, list[tuple[tuple[str, str], Mapping[Any, Any]]]],
+                                dict[str, int]]: ...
+
+    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]: ...
+
+
+class StoreEncoder:
+    """Renders what the collector's `collect()` yields, through kept prefixes."""
+
+    def __init__(self, collector: StoreSeries) -> None:
+        self.collector = collector
         self.caches = PrefixCaches()
         self._encoders: dict[tuple[catalog.Family, Style], FamilyEncoder] = {}
 
@@ -29,11 +40,10 @@ class StoreEncoder:
         return encoder
 
     def render(self, style: Style) -> list[str]:
-        """The store's families in `style` as chunks of lines, to be joined with newlines."""
-        self.store.expire()
-        by_family, series_per_source = families_by_name(self.store)
+        """The collector's families in `style` as chunks of lines, to be joined with newlines."""
+        by_family, series_per_source = self.collector.families()
         out: list[str] = []
-        for family, own in self_series(self.store, self.state, series_per_source):
+        for family, own in self.collector.own_families(series_per_source):
             if own:
                 encoder = self._encoder(family, style)
                 out.append(encoder.header)
