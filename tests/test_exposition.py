@@ -162,18 +162,18 @@ def test_kept_prefixes_follow_the_live_series():
         snap.add(family, ("a", f"p{i}"), float(i))
     store.publish("test", "a", snap, 1e9)
     encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
-    encoder.render(Style())
+    list(encoder.render(Style()))
     kept = len(encoder.caches)
     assert 5000 <= kept <= 5000 + 20  # one per series (+ the daemon's own families)
     small = Snapshot()
     for i in range(100):
         small.add(family, ("a", f"p{i}"), 1.0)
     store.publish("test", "a", small, 1e9)
-    encoder.render(Style())  # sees the dead prefixes, drops them
-    encoder.render(Style())  # rebuilds the live ones
+    list(encoder.render(Style()))  # sees the dead prefixes, drops them
+    list(encoder.render(Style()))  # rebuilds the live ones
     assert 100 <= len(encoder.caches) <= 100 + 20
     store.remove("test", "a")
-    encoder.render(Style())
+    list(encoder.render(Style()))
     assert len(encoder.caches) < 20  # the instance's cache went with it
 
 
@@ -189,7 +189,7 @@ def test_families_of_one_port_share_one_label_block():
             snap.add(family, ("sw", f"Ethernet{p}"), float(p))
     store.publish("test", "sw", snap, 1e9)
     encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
-    encoder.render(Style())
+    list(encoder.render(Style()))
     assert 200 <= len(encoder.caches) <= 200 + 20
 
 
@@ -221,15 +221,16 @@ def test_gzip_of_a_render_is_made_once_and_shared_within_the_cache_window():
 
     renders = []
 
-    def render(encoder) -> bytes:
+    def render(encoder) -> list[bytes]:
         renders.append(encoder)
-        return b"x" * 1000
+        return [b"x" * 600, b"y" * 400]
 
     cache = RenderCache(ttl=60.0)
-    plain, _ = cache.get(None, False, 1, render)
-    zipped, content_type = cache.get(None, True, 1, render)
+    zipped, content_type = cache.get(None, True, 1, render)  # compressed as rendered
     again, _ = cache.get(None, True, 1, render)
-    assert len(renders) == 1 and gzip.decompress(zipped) == plain and again is zipped
+    plain, _ = cache.get(None, False, 1, render)  # in the window: the same render, decompressed
+    assert len(renders) == 1 and again is zipped and plain == b"x" * 600 + b"y" * 400
+    assert gzip.decompress(zipped) == plain
     assert content_type.startswith("text/plain; version=0.0.4")
     cache.get(None, True, 2, render)  # a publish: rendered again
     assert len(renders) == 2
@@ -237,3 +238,36 @@ def test_gzip_of_a_render_is_made_once_and_shared_within_the_cache_window():
     off.get(None, True, 1, render)
     off.get(None, True, 1, render)
     assert len(renders) == 4  # cache off: every scrape renders
+
+
+async def test_metrics_endpoint_serves_the_encoder_gzipped_and_plain():
+    import aiohttp
+    from aiohttp.test_utils import TestServer
+
+    from infrapulse.http import make_app
+
+    store = catalogue_store()
+    registry = registry_of(store)
+    app = make_app(store, DaemonState("host", "node"), registry, render_cache=0.0)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        url = str(server.make_url("/metrics"))
+        async with aiohttp.ClientSession(auto_decompress=False) as session:
+            for accept in ("", "application/openmetrics-text; version=1.0.0"):
+                encoder, content_type = choose_encoder(accept)
+                for encoding in ("gzip", "identity"):
+                    async with session.get(url, headers={"Accept": accept, "Accept-Encoding": encoding}) as r:
+                        raw = await r.read()
+                        assert r.headers["Content-Type"] == content_type
+                        assert (r.headers.get("Content-Encoding") == "gzip") == (encoding == "gzip")
+                    body = gzip.decompress(raw) if encoding == "gzip" else raw
+                    assert _without_tasks(body) == _without_tasks(encoder(registry))
+    finally:
+        await server.close()
+
+
+def _without_tasks(body: bytes) -> bytes:
+    """The body minus the asyncio task count (the server's request task is alive in one)."""
+    return b"\n".join(line for line in body.split(b"\n")
+                      if not line.startswith(b"infrapulse_exporter_asyncio_tasks "))

@@ -15,7 +15,7 @@ or the sources: the store collector is handed in (store_encoder.StoreSeries) by 
 is registered on.
 """
 
-from .registry import ExpositionRegistry, render_body
+from .registry import ExpositionRegistry, gzip_chunks, render_body, render_chunks
 from .style import Style, style_of
 
-__all__ = ["ExpositionRegistry", "Style", "render_body", "style_of"]
+__all__ = ["ExpositionRegistry", "Style", "gzip_chunks", "render_body", "render_chunks", "style_of"]

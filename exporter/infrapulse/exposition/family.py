@@ -34,7 +34,7 @@ class FamilyEncoder:
     def __init__(self, family: catalog.Family, style: Style) -> None:
         self.family = family
         self.style = style
-        self.header = "\n".join(self._header())
+        self.header = "".join(line + "\n" for line in self._header())
         self.labelnames = family.labels + family.optional_labels
         self.drop_empty = bool(family.optional_labels)
         head, quoted = sample_head(family.name, style)
@@ -96,13 +96,13 @@ class FamilyEncoder:
     # -- sample lines ------------------------------------------------------------------------------
 
     def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
-        """The sample lines of one instance's series of this family, joined, no final newline."""
+        """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
             values = go_floats(series.values())
             blocks = cache.lookup(series.keys(), self.block)
             # name, block, value, newline for every series, joined once (no string per line)
             pieces = chain.from_iterable(zip(repeat(self.head), blocks, values, repeat("\n")))
-            return "".join(pieces)[:-1]
+            return "".join(pieces)
         return self._mixed_chunk(series, cache)
 
     def _mixed_chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
@@ -123,4 +123,5 @@ class FamilyEncoder:
                     prefix = prefixes[key] = self.scalar_prefix(key)
                 out.append(prefix + go_float(value))
         cache.seen(len(series))
+        out.append("")
         return "\n".join(out)

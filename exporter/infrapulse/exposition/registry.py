@@ -8,6 +8,7 @@ encoder, in registration order, so the body is what `encoder(registry)` would re
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -59,26 +60,41 @@ class ExpositionRegistry(CollectorRegistry):
         self._ordered.remove(collector)
         self._encoders.pop(id(collector), None)
 
-    def render(self, style: Style) -> bytes:
-        parts: list[bytes] = []
+    def chunks(self, style: Style) -> Iterator[bytes]:
+        """The exposition in `style`, piece by piece (a family instance at a time for the store)."""
         for collector in list(self._ordered):
             encoder = self._encoders.get(id(collector))
             if encoder is None:
-                parts.append(reference_body(collector.collect(), style))
-                continue
-            lines = encoder.render(style)
-            if lines:
-                lines.append("")
-                parts.append("\n".join(lines).encode("utf-8"))
+                yield reference_body(collector.collect(), style)
+            else:
+                for chunk in encoder.render(style):
+                    yield chunk.encode("utf-8")
         if style.openmetrics:
-            parts.append(EOF_LINE)
-        return b"".join(parts)
+            yield EOF_LINE
+
+    def render(self, style: Style) -> bytes:
+        return b"".join(self.chunks(style))
+
+
+def render_chunks(registry: object, encoder: Callable[..., bytes]) -> Iterable[bytes]:
+    """The /metrics body `encoder` (from exposition.choose_encoder) asks for, in pieces: through
+    the fast encoder when the registry has one and the style is one it writes, else
+    prometheus_client's encoder over the registry."""
+    style = style_of(encoder)
+    if style is not None and isinstance(registry, ExpositionRegistry):
+        return registry.chunks(style)
+    return [encoder(registry)]
 
 
 def render_body(registry: object, encoder: Callable[..., bytes]) -> bytes:
-    """The /metrics body `encoder` (from exposition.choose_encoder) asks for: through the fast
-    encoder when the registry has one and the style is one it writes, else prometheus_client."""
-    style = style_of(encoder)
-    if style is not None and isinstance(registry, ExpositionRegistry):
-        return registry.render(style)
-    return encoder(registry)
+    """The whole /metrics body (see render_chunks)."""
+    return b"".join(render_chunks(registry, encoder))
+
+
+def gzip_chunks(chunks: Iterable[bytes], level: int = 1) -> bytes:
+    """A gzip member of the pieces, compressed as they come (level 1: the body is mostly label
+    blocks repeated across families, which even the fastest level shrinks ~15x)."""
+    compressor = zlib.compressobj(level, zlib.DEFLATED, 31)  # wbits 31: gzip header and trailer
+    out = [compressor.compress(chunk) for chunk in chunks]
+    out.append(compressor.flush())
+    return b"".join(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .. import catalog
@@ -39,19 +39,18 @@ class StoreEncoder:
             encoder = self._encoders[key] = FamilyEncoder(family, style)
         return encoder
 
-    def render(self, style: Style) -> list[str]:
-        """The collector's families in `style` as chunks of lines, to be joined with newlines."""
+    def render(self, style: Style) -> Iterator[str]:
+        """The collector's families in `style`, a family instance's lines at a time (each ending
+        in a newline): a gzip scrape compresses them as they come, never holding the whole text."""
         by_family, series_per_source = self.collector.families()
-        out: list[str] = []
         for family, own in self.collector.own_families(series_per_source):
             if own:
                 encoder = self._encoder(family, style)
-                out.append(encoder.header)
-                out.append(encoder.chunk(own, encoder.cache(self.caches, DAEMON_OWNER)))
+                yield encoder.header
+                yield encoder.chunk(own, encoder.cache(self.caches, DAEMON_OWNER))
         for name in sorted(by_family):
             encoder = self._encoder(catalog.get(name), style)
-            out.append(encoder.header)
+            yield encoder.header
             for owner, series in by_family[name]:
-                out.append(encoder.chunk(series, encoder.cache(self.caches, owner)))
+                yield encoder.chunk(series, encoder.cache(self.caches, owner))
         self.caches.sweep()
-        return out
