@@ -99,7 +99,7 @@ class FamilyEncoder:
         """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
             values = go_floats(series.values())
-            blocks = cache.lookup(series.keys(), self.block)
+            blocks = cache.lookup(series.keys(), self.block, self.family.name)
             # name, block, value, newline for every series, joined once (no string per line)
             pieces = chain.from_iterable(zip(repeat(self.head), blocks, values, repeat("\n")))
             return "".join(pieces)

@@ -18,23 +18,31 @@ CacheKey = tuple[Hashable, ...]
 class PrefixCache:
     """label key -> kept prefix (a str, or a tuple for a histogram's lines)."""
 
-    __slots__ = ("prefixes", "used", "looked_up")
+    __slots__ = ("prefixes", "used", "looked_up", "last")
 
     def __init__(self) -> None:
         self.prefixes: dict[Any, Any] = {}
         self.used = True
         self.looked_up = 0  # series looked up since the last sweep (duplicates counted)
+        # per family: the keys of its last lookup and what they found. A family whose label
+        # keys are unchanged (a gNMI column between renders: the very same tuples) gets its
+        # prefixes back after one list comparison in C, without hashing a label tuple.
+        self.last: dict[Hashable, tuple[list[Any], list[Any]]] = {}
 
-    def lookup(self, keys: Iterable[Any], build: Callable[[Any], Any]) -> list[Any]:
-        """The prefix of every key, in order; missing ones are built and kept. `keys` must be
-        re-iterable (a dict view)."""
-        prefixes = self.prefixes
-        found = list(map(prefixes.get, keys))
-        if None in found:
-            listed = list(keys)
-            for i, prefix in enumerate(found):
-                if prefix is None:
-                    found[i] = prefixes[listed[i]] = build(listed[i])
+    def lookup(self, keys: Iterable[Any], build: Callable[[Any], Any], family: Hashable = None) -> list[Any]:
+        """The prefix of every key, in order; missing ones are built and kept."""
+        listed = list(keys)
+        last = self.last.get(family)
+        if last is not None and last[0] == listed:
+            found = last[1]
+        else:
+            prefixes = self.prefixes
+            found = list(map(prefixes.get, listed))
+            if None in found:
+                for i, prefix in enumerate(found):
+                    if prefix is None:
+                        found[i] = prefixes[listed[i]] = build(listed[i])
+            self.last[family] = (listed, found)
         self.seen(len(found))
         return found
 
@@ -68,6 +76,7 @@ class PrefixCaches:
         for cache in self._caches.values():
             if cache.stale():
                 cache.prefixes = {}  # rebuilt, live series only, by the next render
+                cache.last = {}
             cache.used = False
             cache.looked_up = 0
 
