@@ -92,13 +92,14 @@ def main() -> int:
             raise SystemExit(f"server did not start: {line!r}")
         series = int(line.split()[1])
         time.sleep(2)
-        cpu0 = proc_cpu_seconds(server.pid)
+        cpu0, started = proc_cpu_seconds(server.pid), time.monotonic()
         result = asyncio.run(load(f"http://127.0.0.1:{port}", args.scrapers, args.seconds))
-        cpu = proc_cpu_seconds(server.pid) - cpu0
+        # the window runs until the last scrape in flight at the deadline is answered
+        cpu, window = proc_cpu_seconds(server.pid) - cpu0, time.monotonic() - started
         print(f"{args.scrapers} concurrent scrapers x {args.seconds:.0f}s on {series:,} series "
               f"(render_cache {args.render_cache}, gzip; {exporter}): {result['scrapes']} scrapes, "
               f"{result['errors']} errors, p50 {result['p50_s']:.2f}s, p99 {result['p99_s']:.2f}s, "
-              f"gzip body {result['body_mb']:.1f} MB; server CPU {cpu / args.seconds * 100:.0f}% of a core, "
+              f"gzip body {result['body_mb']:.1f} MB; server CPU {cpu / window * 100:.0f}% of a core over {window:.0f}s, "
               f"RSS {proc_rss_mib(server.pid):.0f} MiB; load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs", flush=True)
         if result["errors"]:
