@@ -99,7 +99,8 @@ def main() -> int:
         print(f"{args.scrapers} concurrent scrapers x {args.seconds:.0f}s on {series:,} series "
               f"(render_cache {args.render_cache}, gzip; {exporter}): {result['scrapes']} scrapes, "
               f"{result['errors']} errors, p50 {result['p50_s']:.2f}s, p99 {result['p99_s']:.2f}s, "
-              f"gzip body {result['body_mb']:.1f} MB; server CPU {cpu / window * 100:.0f}% of a core over {window:.0f}s, "
+              f"gzip body {result['body_mb']:.1f} MB; server CPU {cpu / window * 100:.0f}% of a core "
+              f"over {window:.0f}s, "
               f"RSS {proc_rss_mib(server.pid):.0f} MiB; load average {os.getloadavg()[0]:.1f} on "
               f"{os.cpu_count()} CPUs", flush=True)
         if result["errors"]:
