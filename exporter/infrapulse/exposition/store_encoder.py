@@ -40,17 +40,18 @@ class StoreEncoder:
         return encoder
 
     def render(self, style: Style) -> Iterator[str]:
-        """The collector's families in `style`, a family instance's lines at a time (each ending
-        in a newline): a gzip scrape compresses them as they come, never holding the whole text."""
+        """The collector's families in `style`, a family at a time (its lines, each ending in a
+        newline): a gzip scrape compresses them as they come, never holding the whole text."""
         by_family, series_per_source = self.collector.families()
+        caches = self.caches
         for family, own in self.collector.own_families(series_per_source):
             if own:
                 encoder = self._encoder(family, style)
-                yield encoder.header
-                yield encoder.chunk(own, encoder.cache(self.caches, DAEMON_OWNER))
+                yield encoder.header + encoder.chunk(own, encoder.cache(caches, DAEMON_OWNER))
         for name in sorted(by_family):
             encoder = self._encoder(catalog.get(name), style)
-            yield encoder.header
-            for owner, series in by_family[name]:
-                yield encoder.chunk(series, encoder.cache(self.caches, owner))
-        self.caches.sweep()
+            parts = [encoder.header]
+            parts.extend(encoder.chunk(series, encoder.cache(caches, owner))
+                         for owner, series in by_family[name])
+            yield "".join(parts)
+        caches.sweep()
