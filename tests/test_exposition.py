@@ -191,6 +191,10 @@ def test_families_of_one_port_share_one_label_block():
     encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
     list(encoder.render(Style()))
     assert 200 <= len(encoder.caches) <= 200 + 20
+    registry = registry_of(store)  # and large series dicts (the bulk path) stay byte-identical
+    for accept in ("", "application/openmetrics-text"):
+        text, _ = choose_encoder(accept)
+        assert render_body(registry, text) == text(registry)
 
 
 def test_make_registry_renders_through_the_encoder_and_keeps_process_families():

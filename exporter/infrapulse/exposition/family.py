@@ -98,9 +98,12 @@ class FamilyEncoder:
     def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
         """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
-            # a few values (a node's per-device families): per value beats the bulk checks
-            values = go_floats(series.values()) if len(series) > 8 else list(map(go_float, series.values()))
             blocks = cache.lookup(series.keys(), self.block, self.family.name)
+            if len(blocks) <= 8:  # a node's per-device families: plain loops beat the bulk setup
+                head = self.head
+                return "".join([head + block + go_float(value) + "\n"
+                                for block, value in zip(blocks, series.values())])
+            values = go_floats(series.values())
             # name, block, value, newline for every series, joined once (no string per line)
             pieces = chain.from_iterable(zip(repeat(self.head), blocks, values, repeat("\n")))
             return "".join(pieces)
