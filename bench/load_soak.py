@@ -15,6 +15,10 @@ until it holds the target number of series.
         least-squares trend over all cycles; no growth in tasks, fds or series.
 
 Run: .venv/bin/python bench/load_soak.py [--switches 64 --ports 64] [--soak-minutes 30]
+     [--render-cache 1s] [--exporter DIR]
+--render-cache sets the daemon's http.render_cache (0s: every scrape renders); --exporter runs
+another tree's exporter/ (e.g. `git archive` of a base commit) for the daemon and simulator.
+The load line also gives the daemon's CPU over the load window (from /proc) and its RSS after.
 """
 
 from __future__ import annotations
@@ -44,11 +48,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def child_env(args) -> dict[str, str]:
+    exporter = Path(args.exporter).resolve() if args.exporter else ROOT / "exporter"
+    return {**os.environ, "PYTHONPATH": str(exporter)}
+
+
 def start_fabric(args, targets_file: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
         [PY, "-m", "infrapulse", "simulate", "gnmi", "--switches", str(args.switches),
          "--ports", str(args.ports), "--profile", args.profile, "--targets-file", str(targets_file)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(args))
     line = proc.stdout.readline()
     if "serving" not in line:
         raise RuntimeError(f"simulator did not start: {line}{proc.stdout.read()}")
@@ -63,6 +72,21 @@ def stop(proc: subprocess.Popen, sig=signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def metric_values(text: str, names: tuple[str, ...]) -> dict[str, float]:
@@ -203,6 +227,8 @@ def main() -> int:
     parser.add_argument("--load-seconds", type=float, default=60)
     parser.add_argument("--soak-minutes", type=float, default=0)
     parser.add_argument("--fault-period", type=float, default=60)
+    parser.add_argument("--render-cache", default="1s", help="the daemon's http.render_cache")
+    parser.add_argument("--exporter", help="another tree's exporter/ directory to run")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="infrapulse-soak-"))
@@ -214,6 +240,7 @@ def main() -> int:
     config.write_text(f"""
 interval: 5s
 health: {{interval: 30s}}
+http: {{render_cache: {args.render_cache}}}
 sources:
   gnmi:
     defaults: {{insecure: true, profile: {args.profile}, sample_interval: 10s}}
@@ -222,7 +249,7 @@ sources:
 """)
     daemon = subprocess.Popen([PY, "-m", "infrapulse", "run", "--config", str(config),
                                "--listen", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env(args))
     try:
         async def run() -> None:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
@@ -232,11 +259,16 @@ sources:
                       f"({args.switches} switches x {args.ports} ports, {args.profile}) after "
                       f"{time.monotonic() - started:.0f}s", flush=True)
                 before = await daemon_stats(session, base, daemon.pid)
+            cpu0 = proc_cpu_seconds(daemon.pid)
             result = await load(base, args.scrapers, args.load_seconds)
-            print(f"load: {args.scrapers} concurrent scrapers for {args.load_seconds:.0f}s: "
+            cpu = proc_cpu_seconds(daemon.pid) - cpu0
+            print(f"load: {args.scrapers} concurrent scrapers for {args.load_seconds:.0f}s "
+                  f"(render_cache {args.render_cache}): "
                   f"{result['scrapes']} scrapes, {result['errors']} errors, p50 {result['p50_s']:.2f}s, "
-                  f"p99 {result['p99_s']:.2f}s, body {result['body_mb']:.1f} MB; "
-                  f"daemon RSS {before['rss_bytes'] / 2**20:.0f} MiB", flush=True)
+                  f"p99 {result['p99_s']:.2f}s, body {result['body_mb']:.1f} MB; daemon CPU "
+                  f"{cpu / args.load_seconds * 100:.0f}% of a core during the load; daemon RSS "
+                  f"{before['rss_bytes'] / 2**20:.0f} MiB before, {proc_rss_mib(daemon.pid):.0f} MiB after; "
+                  f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
             if result["errors"]:
                 print(f"  first errors: {result['first_errors']}")
             if args.soak_minutes:

@@ -13,7 +13,7 @@ import html
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from aiohttp import web
 from prometheus_client import exposition
 
 from . import __version__
+from .exposition import gzip_chunks, render_chunks
 from .inventory import inventory
 from .metrics import DaemonState
 from .store import SourceStatus, Store
@@ -33,25 +34,41 @@ Middleware = Callable[[web.Request, Callable[[web.Request], Awaitable[web.Stream
 
 
 class RenderCache:
-    """The last encoded /metrics body per (format, compression), reused for up to `ttl` seconds
-    while the store's generation is unchanged: a poll that publishes new data always shows at
-    once; only streamed in-place updates (gNMI) can be up to `ttl` old."""
+    """The last encoded /metrics body per format, reused for up to `ttl` seconds while the
+    store's generation is unchanged: a poll that publishes new data always shows at once; only
+    streamed in-place updates (gNMI) can be up to `ttl` old.
+
+    A gzip scrape (Prometheus always asks for gzip) compresses the render as it is produced, at
+    level 1, and only the compressed body is kept: a fabric's 35 MB of text is never held whole.
+    Scrapes within the window share it; a plain one in the window gets it decompressed."""
 
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
-        self._entries: dict[tuple[str, bool], tuple[float, int, bytes, str]] = {}
+        # content type -> (rendered at, generation, plain body or None, gzip body or None)
+        self._entries: dict[str, tuple[float, int, bytes | None, bytes | None]] = {}
 
-    def get(self, accept: str | None, gzipped: bool, generation: int, render) -> tuple[bytes, str]:
+    def get(self, accept: str | None, gzipped: bool, generation: int,
+            render: Callable[[Any], Iterable[bytes]]) -> tuple[bytes, str]:
         encoder, content_type = exposition.choose_encoder(accept or "")
-        key = (content_type, gzipped)
-        hit = self._entries.get(key)
+        hit = self._entries.get(content_type)
         if hit is not None and hit[1] == generation and time.monotonic() - hit[0] < self.ttl:
-            return hit[2], hit[3]
-        body = render(encoder)
-        if gzipped:
-            body = gzip.compress(body, compresslevel=1)
+            rendered_at, _, plain, compressed = hit
+        else:
+            rendered_at, plain, compressed = time.monotonic(), None, None
+            if gzipped:
+                compressed = gzip_chunks(render(encoder))
+            else:
+                plain = b"".join(render(encoder))
+        if gzipped and compressed is None:
+            compressed = gzip.compress(plain or b"", compresslevel=1)
+        if not gzipped and plain is None:
+            plain = gzip.decompress(compressed or b"")
         if self.ttl > 0:
-            self._entries[key] = (time.monotonic(), generation, body, content_type)
+            self._entries[content_type] = (rendered_at, generation, plain, compressed)
+        else:
+            self._entries.clear()
+        body = compressed if gzipped else plain
+        assert body is not None
         return body, content_type
 
 
@@ -63,7 +80,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     body, content_type = request.app[RENDER_CACHE_KEY].get(
         request.headers.get("Accept"), gzipped, request.app[STORE_KEY].generation,
-        lambda encoder: encoder(registry))
+        lambda encoder: render_chunks(registry, encoder))
     headers = {"Content-Type": content_type}
     if gzipped:
         headers["Content-Encoding"] = "gzip"

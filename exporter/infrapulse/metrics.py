@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import ProcessCollector
 from prometheus_client.metrics_core import Metric
@@ -156,6 +156,9 @@ def _labels(names: tuple[str, ...], values: tuple[str, ...], drop_empty: bool) -
     return dict(zip(names, values))
 
 
+Owner = tuple[str, str]  # (source, target) of a snapshot
+
+
 class StoreCollector:
     """prometheus_client collector over the store plus the daemon's own metrics."""
 
@@ -168,54 +171,75 @@ class StoreCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        self.store.expire()
-        by_family: dict[str, list[dict]] = {}
-        series_per_source: dict[str, int] = {}
-        for (source, _target), snap in self.store.snapshots():
-            for name, series in snap.series.items():
-                if series:
-                    by_family.setdefault(name, []).append(series)
-                    series_per_source[source] = series_per_source.get(source, 0) + len(series)
-        yield from self._self_metrics(series_per_source)
-        for name in sorted(by_family):
-            family = catalog.get(name)
-            metric = family_metric(family, by_family[name])
-            if metric is not None:
-                yield metric
-
-    def _self_metrics(self, series_per_source: dict[str, int]) -> Iterator[Metric]:
-        statuses = sorted(self.store.status.values(), key=lambda s: (s.source, s.target))
-        up, last, duration, errors, status = {}, {}, {}, {}, {}
-        mapping_series, unmapped, dropped = {}, {}, {}
-        for st in statuses:
-            for mapping, cov in st.coverage.items():
-                mapping_series[(st.source, st.target, mapping)] = float(cov.series)
-                unmapped[(st.source, st.target, mapping)] = float(cov.unmapped)
-            if st.series_dropped:
-                dropped[(st.source, st.target)] = float(st.series_dropped)
-            key = (st.source, st.target)
-            up[key] = 1.0 if st.up else 0.0
-            if st.last_success:
-                last[key] = st.last_success
-            duration[key] = st.collect_duration
-            errors[key] = float(st.errors)
-            status[(st.source, st.target, st.reason)] = 1.0
-        static = [
-            (SOURCE_UP, up), (SOURCE_LAST_SUCCESS, last), (SOURCE_DURATION, duration),
-            (SOURCE_ERRORS, errors), (SOURCE_STATUS, status),
-            (SOURCE_MAPPING_SERIES, mapping_series), (SOURCE_UNMAPPED, unmapped),
-            (SOURCE_SERIES_DROPPED, dropped),
-            (BUILD_INFO, {(__version__,): 1.0}),
-            (NODE_INFO, {(self.state.hostname, self.state.role): 1.0}),
-            (RELOAD_OK, {(): 1.0 if self.state.reload_successful else 0.0}),
-            (RELOAD_TIME, {(): self.state.last_reload_success}),
-            (SERIES, {(src,): float(n) for src, n in sorted(series_per_source.items())}),
-            (TASKS, {(): float(_task_count())}),
-        ]
-        for family, series in static:
+        by_family, series_per_source = self.families()
+        for family, series in self.own_families(series_per_source):
             metric = family_metric(family, [series])
             if metric is not None:
                 yield metric
+        for name in sorted(by_family):
+            family = catalog.get(name)
+            metric = family_metric(family, [series for _, series in by_family[name]])
+            if metric is not None:
+                yield metric
+
+    # What the exposition encoder renders from (exposition.store_encoder.StoreSeries):
+
+    def families(self) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
+        """Expire stale snapshots, then every live series dict by family (see families_by_name)."""
+        self.store.expire()
+        return families_by_name(self.store)
+
+    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]:
+        return self_series(self.store, self.state, series_per_source)
+
+
+
+
+def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
+    """Every non-empty series dict of the store by family name with its instance (in snapshot
+    order), and the series count per source. Shared by this collector and the exposition encoder."""
+    by_family: dict[str, list[tuple[Owner, Mapping]]] = {}
+    series_per_source: dict[str, int] = {}
+    for (source, target), snap in store.snapshots():
+        for name, series in snap.series.items():
+            if series:
+                by_family.setdefault(name, []).append(((source, target), series))
+                series_per_source[source] = series_per_source.get(source, 0) + len(series)
+    return by_family, series_per_source
+
+
+def self_series(store: Store, state: DaemonState,
+                series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]:
+    """The daemon's own families (source status, coverage, build, reload, cardinality) with their
+    series, in the order /metrics shows them."""
+    statuses = sorted(store.status.values(), key=lambda s: (s.source, s.target))
+    up, last, duration, errors, status = {}, {}, {}, {}, {}
+    mapping_series, unmapped, dropped = {}, {}, {}
+    for st in statuses:
+        for mapping, cov in st.coverage.items():
+            mapping_series[(st.source, st.target, mapping)] = float(cov.series)
+            unmapped[(st.source, st.target, mapping)] = float(cov.unmapped)
+        if st.series_dropped:
+            dropped[(st.source, st.target)] = float(st.series_dropped)
+        key = (st.source, st.target)
+        up[key] = 1.0 if st.up else 0.0
+        if st.last_success:
+            last[key] = st.last_success
+        duration[key] = st.collect_duration
+        errors[key] = float(st.errors)
+        status[(st.source, st.target, st.reason)] = 1.0
+    return [
+        (SOURCE_UP, up), (SOURCE_LAST_SUCCESS, last), (SOURCE_DURATION, duration),
+        (SOURCE_ERRORS, errors), (SOURCE_STATUS, status),
+        (SOURCE_MAPPING_SERIES, mapping_series), (SOURCE_UNMAPPED, unmapped),
+        (SOURCE_SERIES_DROPPED, dropped),
+        (BUILD_INFO, {(__version__,): 1.0}),
+        (NODE_INFO, {(state.hostname, state.role): 1.0}),
+        (RELOAD_OK, {(): 1.0 if state.reload_successful else 0.0}),
+        (RELOAD_TIME, {(): state.last_reload_success}),
+        (SERIES, {(src,): float(n) for src, n in sorted(series_per_source.items())}),
+        (TASKS, {(): float(_task_count())}),
+    ]
 
 
 def _task_count() -> int:
@@ -226,7 +250,11 @@ def _task_count() -> int:
 
 
 def make_registry(store: Store, state: DaemonState) -> CollectorRegistry:
-    registry = CollectorRegistry(auto_describe=False)
+    """The daemon's registry. It renders /metrics through the exposition encoder (see
+    exposition.render_body); prometheus_client's encoders over it give the same bytes."""
+    from .exposition.registry import ExpositionRegistry
+
+    registry = ExpositionRegistry(auto_describe=False)
     registry.register(StoreCollector(store, state))
     # The standard process_* families (RSS, CPU, open fds) that every Prometheus exporter has.
     registry.register(ProcessCollector(registry=None))

@@ -141,6 +141,9 @@ class Column(Mapping[LabelValues, float]):
     def values(self) -> Any:
         return map(self._slots.values.__getitem__, self.index.values())
 
+    def keys(self) -> Any:  # the index's own view: iterated in C by the exposition encoder
+        return self.index.keys()
+
     # -- bulk reads: a whole column at once, in its order (the health rings) --------------------
 
     def labels(self) -> tuple[LabelValues, ...]:

@@ -1,0 +1,84 @@
+"""Kept sample prefixes: encoded when a series first appears, then reused by every render.
+
+A cache is keyed by an owner (source, target) and what its prefixes depend on: for catalogue
+families that is the label names and escaping, so the many families of one switch port (all
+labelled target + interface) share one label block per port instead of one per series. Keys
+are the store's own label keys: a snapshot family replaced every poll finds its previous
+prefixes again as long as its label sets are unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+CacheKey = tuple[Hashable, ...]
+
+
+class PrefixCache:
+    """label key -> kept prefix (a str, or a tuple for a histogram's lines)."""
+
+    __slots__ = ("prefixes", "used", "looked_up", "last")
+
+    def __init__(self) -> None:
+        self.prefixes: dict[Any, Any] = {}
+        self.used = True
+        self.looked_up = 0  # series looked up since the last sweep (duplicates counted)
+        # per family: the keys of its last lookup and what they found. A family whose label
+        # keys are unchanged (a gNMI column between renders: the very same tuples) gets its
+        # prefixes back after one list comparison in C, without hashing a label tuple.
+        self.last: dict[Hashable, tuple[list[Any], list[Any]]] = {}
+
+    def lookup(self, keys: Iterable[Any], build: Callable[[Any], Any], family: Hashable = None) -> list[Any]:
+        """The prefix of every key, in order; missing ones are built and kept."""
+        listed = list(keys)
+        last = self.last.get(family)
+        if last is not None and last[0] == listed:
+            found = last[1]
+        else:
+            prefixes = self.prefixes
+            found = list(map(prefixes.get, listed))
+            if None in found:
+                for i, prefix in enumerate(found):
+                    if prefix is None:
+                        found[i] = prefixes[listed[i]] = build(listed[i])
+            self.last[family] = (listed, found)
+        self.seen(len(found))
+        return found
+
+    def seen(self, count: int) -> None:
+        self.used = True
+        self.looked_up += count
+
+    def stale(self) -> bool:
+        """More kept prefixes than series looked up since the last sweep: some belong to series
+        that went away. (A shared cache may hold up to its live series' count of dead ones before
+        this shows, which bounds them.)"""
+        return len(self.prefixes) > self.looked_up + 64
+
+
+class PrefixCaches:
+    """Every kept PrefixCache by key. After each render `sweep` drops those it did not use (an
+    instance or family that went away) and empties those holding dead series' prefixes."""
+
+    def __init__(self) -> None:
+        self._caches: dict[CacheKey, PrefixCache] = {}
+
+    def get(self, key: CacheKey) -> PrefixCache:
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._caches[key] = PrefixCache()
+        cache.used = True
+        return cache
+
+    def sweep(self) -> None:
+        self._caches = {k: c for k, c in self._caches.items() if c.used}
+        for cache in self._caches.values():
+            if cache.stale():
+                cache.prefixes = {}  # rebuilt, live series only, by the next render
+                cache.last = {}
+            cache.used = False
+            cache.looked_up = 0
+
+    def __len__(self) -> int:
+        return sum(len(c.prefixes) for c in self._caches.values())
