@@ -449,9 +449,9 @@ async def simulate_node(workdir: Path) -> None:
     ctx = DemoContext(workdir=workdir, scenarios=ScenarioBoard())
     parts = [await node.demo_part(ctx), await gpus.demo_part(ctx)]
     servers = []
-    for i, (name, variant, model, rate, dp) in enumerate(DEMO_ENGINES[:2]):
+    for i, (name, variant, model, rate, dp, batch_limit) in enumerate(DEMO_ENGINES[:2]):
         server = EngineServer(variant, model=model, seed=i, scenarios=ctx.scenarios, arrival_rate=rate,
-                              dp_ranks=dp)
+                              dp_ranks=dp, batch_limit=batch_limit)
         await server.start()
         servers.append((name, server))
     sources: dict[str, Any] = {}

@@ -46,6 +46,10 @@ READS_PER_WAKEUP = 256  # datagrams read per socket and round before yielding to
 TICK = 0.5  # seconds between two rounds of the prober (less when probe_interval is shorter)
 
 
+# A probe whose send took longer than this between its time stamp and the socket is not timed.
+SEND_STALL_NS = 200_000
+
+
 @dataclass
 class Outstanding:
     label: str
@@ -53,6 +57,7 @@ class Outstanding:
     port: int
     tx_ns: int
     deadline: float
+    timed: bool = True  # False: the send itself was held up, the reply counts but gives no RTT
 
 
 Resolver = Callable[[str], Awaitable[list[str]]]
@@ -373,8 +378,12 @@ class MeshSource(Source):
             if exc.errno not in (errno.EAGAIN, errno.ENOBUFS):
                 self.log.debug("mesh probe not sent", extra={"peer": label, "error": str(exc)})
             return
+        # The stamp and the send are two steps: a thread held between them (the GIL handed to
+        # another thread, the scheduler) would put the host's delay into the RTT, milliseconds on
+        # a busy node. Such a probe still counts as answered, but it is not timed.
+        timed = time.time_ns() - tx_ns <= SEND_STALL_NS
         self.outstanding[self._seq] = Outstanding(label, peer.ip, peer.port, tx_ns,
-                                                  time.monotonic() + self.config["timeout"])
+                                                  time.monotonic() + self.config["timeout"], timed)
 
     def _expire(self, now: float) -> None:
         outstanding = self.outstanding
@@ -420,6 +429,11 @@ class MeshSource(Source):
         if addr[1] != entry.port or (addr[0] != entry.ip and not _same_ip(addr[0], entry.ip)):
             return  # not from the peer it was sent to: keep waiting for the real one
         del self.outstanding[probe.seq]
+        if not entry.timed:  # answered, so not lost; its send was held up, so no RTT
+            held = self.stats.get(entry.label)
+            if held is not None:
+                held.untimed += 1
+            return
         elapsed = rx_ns - entry.tx_ns
         if probe.dwell_ns > elapsed or elapsed <= 0:
             return  # the wall clock stepped: answered, but no usable RTT
@@ -439,6 +453,7 @@ class MeshSource(Source):
         for label, stats in self.stats.items():
             snap.add(fam.SENT, (label,), float(stats.sent))
             snap.add(fam.LOST, (label,), float(stats.lost))
+            snap.add(fam.UNTIMED, (label,), float(stats.untimed))
             p99 = stats.p99(now, self.config["p99_window"], self.config["min_samples"])
             if p99 is not None:
                 snap.add(fam.RTT_P99, (label,), p99)

@@ -27,6 +27,12 @@ LOST = catalog.declare(
     "Mesh probes to a peer that got no valid reply within the timeout (or could not be sent). "
     "Counted when the timeout expires, so lost/sent lags by at most one timeout.",
     ("peer",), source=SOURCE)
+UNTIMED = catalog.declare(
+    "infrapulse_probe_mesh_untimed_total", catalog.COUNTER,
+    "Answered mesh probes to a peer that give no round-trip time: this host held the prober more "
+    "than 200 us between the send's time stamp and the socket (another thread had the GIL, the "
+    "scheduler ran something else), so the RTT would have measured the host, not the path.",
+    ("peer",), source=SOURCE)
 RTT_P99 = catalog.declare(
     "infrapulse_probe_mesh_rtt_p99_seconds", catalog.GAUGE,
     "99th percentile (nearest rank) of the round-trip times to a peer over the last p99_window, "
