@@ -28,11 +28,12 @@ LAUNCHER = Path(__file__).resolve().parent / "demo_launcher.py"
 # link scenario's score recovers before the next one starts.
 HEALTH = {"window": "6s", "event_window": "12s", "link": {"window": "12s", "baseline_window": "60s"}}
 WATCHED = {"network": 90, "rdma": 90, "gpu": 90, "serving": 90}
-INSPECT = {"score_below": 0, "component_below": WATCHED, "before": "30s", "since": "8s",
+BEFORE_SECONDS = 30
+INSPECT = {"score_below": 0, "component_below": WATCHED, "before": f"{BEFORE_SECONDS}s", "since": "8s",
            "min_interval": "1s", "rearm_margin": 2}
 HEALTHY_SECONDS = 45.0
 VERDICT_TIMEOUT = 120.0
-RECOVER_TIMEOUT = 120.0
+RECOVER_TIMEOUT = 120.0 + BEFORE_SECONDS
 LISTENER = ("window.__csp = [];"
             "document.addEventListener('securitypolicyviolation', e => "
             "window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
@@ -103,16 +104,24 @@ class Demo:
         return self.get("/api/v1/inspections")["inspections"]
 
     def wait_recovered(self) -> None:
-        """Every watched component back above its threshold plus the margin (re-armed), and no
-        inspection pending."""
+        """Every watched component back above its threshold plus the margin (re-armed) and kept
+        there for the inspections' `before` window, and no inspection pending: the next
+        scenario's before window is then all calm, not the tail of the last scenario (TTFT still
+        high while queue-buildup's backlog drains would be ttft-surge's baseline)."""
         deadline = time.monotonic() + RECOVER_TIMEOUT
         scores: dict[str, float] = {}
+        calm_since: float | None = None
         while time.monotonic() < deadline:
             scores = self.components()
             listing = self.get("/api/v1/inspections")
+            now = time.monotonic()
             if all(scores.get(c, 100) >= t + INSPECT["rearm_margin"] for c, t in WATCHED.items()) \
                     and not listing["pending"] and not listing["running"]:
-                return
+                calm_since = now if calm_since is None else calm_since
+                if now - calm_since >= BEFORE_SECONDS:
+                    return
+            else:
+                calm_since = None
             time.sleep(1)
         raise AssertionError(f"the demo did not recover: {scores}")
 
