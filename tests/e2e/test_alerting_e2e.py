@@ -123,16 +123,18 @@ SCENARIOS = [
 
 class Demo:
     """The demo as a subprocess (its own process group, output to a file): `infrapulse demo`, or
-    with a `health:` section of the test's (tests/e2e/demo_launcher.py)."""
+    with a test's `health:` and `inspect:` sections (tests/e2e/demo_launcher.py)."""
 
-    def __init__(self, workdir: Path, health: dict | None = None) -> None:
+    def __init__(self, workdir: Path, health: dict | None = None, inspect: dict | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "demo.log"
         self._log = open(self.log_path, "w")
         common = ["--listen", f"127.0.0.1:{self.port}", "--interval", "1s",
                   "--workdir", str(workdir / "demo")]
-        argv = ([sys.executable, str(LAUNCHER), *common, "--health", json.dumps(health)] if health
+        sections = [*(["--health", json.dumps(health)] if health else []),
+                    *(["--inspect", json.dumps(inspect)] if inspect else [])]
+        argv = ([sys.executable, str(LAUNCHER), *common, *sections] if sections
                 else [sys.executable, "-m", "infrapulse", "demo", *common])
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})

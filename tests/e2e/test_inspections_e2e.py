@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from cdp import Browser
-from conftest import ROOT, free_port
+from conftest import ROOT
+from test_alerting_e2e import Demo as AlertingDemo
 
-LAUNCHER = Path(__file__).resolve().parent / "demo_launcher.py"
 # The link signals count over their own window (10 min by default): as short as the events', so a
 # link scenario's score recovers before the next one starts.
 HEALTH = {"window": "6s", "event_window": "12s", "link": {"window": "12s", "baseline_window": "60s"}}
@@ -61,16 +57,11 @@ def table_rows() -> list[Row]:
     return rows
 
 
-class Demo:
+class Demo(AlertingDemo):
+    """The alerting test's demo, with this test's health windows and inspections."""
+
     def __init__(self, workdir: Path) -> None:
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.log_path = workdir / "demo.log"
-        self._log = open(self.log_path, "w")
-        argv = [sys.executable, str(LAUNCHER), "--listen", self.url.removeprefix("http://"),
-                "--interval", "1s", "--workdir", str(workdir / "demo"), "--health", json.dumps(HEALTH),
-                "--inspect", json.dumps(INSPECT)]
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        super().__init__(workdir, HEALTH, INSPECT)
 
     def get(self, path: str) -> dict:
         with urllib.request.urlopen(self.url + path, timeout=10) as resp:
@@ -88,13 +79,6 @@ class Demo:
                 pass
             time.sleep(0.5)
         raise TimeoutError("demo not ready")
-
-    def scenario(self, name: str, active: bool) -> None:
-        req = urllib.request.Request(self.url + "/api/v1/scenarios", method="POST",
-                                     data=json.dumps({"name": name, "active": active}).encode(),
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert resp.status == 200
 
     def components(self) -> dict[str, float]:
         return {c["name"]: c["score"] for c in self.get("/api/v1/health")["components"]
@@ -125,15 +109,6 @@ class Demo:
             time.sleep(1)
         raise AssertionError(f"the demo did not recover: {scores}")
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self._log.close()
 
 
 def _new_inspection(demo: Demo, seen: set[str]) -> dict | None:

@@ -27,7 +27,7 @@ import re
 import resource
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -448,14 +448,13 @@ def first_netdev(port_dir: Path) -> str:
     return ""
 
 
-def rdma_netdevs(sysfs_root: str | os.PathLike[str]) -> list[str]:
-    """Every netdev behind an RDMA port under `sysfs_root` (used by the ethtool source)."""
+def netdev_ports(sysfs_root: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """(RDMA device, netdev) of every RDMA port with a netdev under `sysfs_root`, in name order."""
     class_dir = Path(sysfs_root) / "class" / "infiniband"
-    found: list[str] = []
     try:
         devices = sorted(os.listdir(class_dir))
     except OSError:
-        return found
+        return
     for device in devices:
         try:
             ports = sorted(os.listdir(class_dir / device / "ports"))
@@ -463,9 +462,13 @@ def rdma_netdevs(sysfs_root: str | os.PathLike[str]) -> list[str]:
             continue
         for port in ports:
             netdev = first_netdev(class_dir / device / "ports" / port)
-            if netdev and netdev not in found:
-                found.append(netdev)
-    return found
+            if netdev:
+                yield device, netdev
+
+
+def rdma_netdevs(sysfs_root: str | os.PathLike[str]) -> list[str]:
+    """Every netdev behind an RDMA port under `sysfs_root` (used by the ethtool source)."""
+    return list(dict.fromkeys(netdev for _, netdev in netdev_ports(sysfs_root)))
 
 
 def _raise_fd_limit() -> bool:

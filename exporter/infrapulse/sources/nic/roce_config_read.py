@@ -247,23 +247,11 @@ def read_qos(cfg: NetdevConfig, net_dir: Path) -> None:
 
 def netdev_devices(sysfs_root: str | os.PathLike[str]) -> dict[str, str]:
     """netdev -> RDMA device, from class/infiniband/<dev>/ports/<p>/gid_attrs/ndevs."""
-    from .infiniband import first_netdev
+    from .infiniband import netdev_ports
 
-    class_dir = Path(sysfs_root) / "class" / "infiniband"
     out: dict[str, str] = {}
-    try:
-        devices = sorted(os.listdir(class_dir))
-    except OSError:
-        return out
-    for device in devices:
-        try:
-            ports = sorted(os.listdir(class_dir / device / "ports"))
-        except OSError:
-            continue
-        for port in ports:
-            netdev = first_netdev(class_dir / device / "ports" / port)
-            if netdev:
-                out.setdefault(netdev, device)
+    for device, netdev in netdev_ports(sysfs_root):
+        out.setdefault(netdev, device)
     return out
 
 
