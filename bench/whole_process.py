@@ -19,8 +19,9 @@ fabric  `infrapulse simulate gnmi` serves N switches x 64 ports in the nvidia-cu
         notification, what the prefix holds) is read off the wire and checked against the real
         Cumulus capture in shared/real/gnmi/: repacking the stream is not an optimisation.
 node    the demo's node simulation (simulated sysfs/ethtool tree, 8 fake GPUs through the NVML
-        fake and a fake dcgm-exporter, two serving engines) in a simulator process; the node
-        daemon at a 5 s interval, render cache off.
+        fake and a fake dcgm-exporter, two serving engines, the RoCE CC/QoS config of 4 netdevs read
+        at its own default interval) in a simulator process; the node daemon at a 5 s interval,
+        render cache off.
 
 Both: a scraper GETs /metrics every 15 s as Prometheus does (its Accept and gzip), and py-spy
 (`record --format raw --nonblocking`) samples the daemon for --profile-seconds in the middle of
@@ -441,13 +442,15 @@ def fabric(args: argparse.Namespace) -> dict[str, Any]:
 
 async def simulate_node(workdir: Path) -> None:
     """The simulator process of `node`: the demo's node simulation, its GPUs and two engines."""
-    from infrapulse.simulate import gpus, node
+    from infrapulse.simulate import gpus, node, roce_cc
     from infrapulse.simulate.demo import DemoContext, close_parts
     from infrapulse.simulate.scenarios import ScenarioBoard
     from infrapulse.simulate.serving_engines import DEMO_ENGINES, EngineServer
 
     ctx = DemoContext(workdir=workdir, scenarios=ScenarioBoard())
-    parts = [await node.demo_part(ctx), await gpus.demo_part(ctx)]
+    # roce_cc after node: it reads the node's sysfs tree; its config is read at the default interval.
+    parts = [await node.demo_part(ctx), await gpus.demo_part(ctx), await roce_cc.demo_part(ctx)]
+    parts[-1].sources["roce_config"].pop("interval")
     servers = []
     for i, (name, variant, model, rate, dp, batch_limit) in enumerate(DEMO_ENGINES[:2]):
         server = EngineServer(variant, model=model, seed=i, scenarios=ctx.scenarios, arrival_rate=rate,
@@ -566,7 +569,8 @@ def summarise(result: dict[str, Any]) -> list[str]:
     if "node" in result:
         n = result["node"]["node"]
         out += [f"node: {', '.join(n['devices'])}; 8 fake GPUs (NVML fake + fake dcgm-exporter); "
-                "two engines; 5 s interval; render cache off; a scrape every 15 s"] + window_lines(n)
+                "two engines; roce_config of 4 netdevs; 5 s interval; render cache off; "
+                "a scrape every 15 s"] + window_lines(n)
     return out
 
 
