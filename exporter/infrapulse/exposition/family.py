@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import catalog
 from ..store import Histogram
-from .floats import go_float, go_floats
+from .floats import go_float, go_floats, small_go_floats
 from .names import family_name, help_text, label_block, sample_head, sample_prefix
 from .prefixes import PrefixCache, PrefixCaches
 from .style import Style
@@ -48,6 +48,10 @@ class FamilyEncoder:
                 "blocks", self.labelnames, self.drop_empty, style.escaping)
         else:  # whole prefixes of this family (its name is in them)
             self._cache_tail = ("family", family.name, style)
+        # The caches this encoder got by owner, valid while PrefixCaches.epoch is unchanged: a
+        # dict lookup on the owner instead of building and hashing the full cache key.
+        self._owner_caches: dict[tuple[str, str], PrefixCache] = {}
+        self._epoch = -1
 
     def _header(self) -> list[str]:
         family, style = self.family, self.style
@@ -64,7 +68,14 @@ class FamilyEncoder:
         return [f"# HELP {shown} {help_text(family.help, style)}", f"# TYPE {shown} {shown_type}"]
 
     def cache(self, caches: PrefixCaches, owner: tuple[str, str]) -> PrefixCache:
-        return caches.get((*owner, *self._cache_tail))
+        if self._epoch != caches.epoch:
+            self._owner_caches = {}
+            self._epoch = caches.epoch
+        cache = self._owner_caches.get(owner)
+        if cache is None:
+            cache = self._owner_caches[owner] = caches.get((*owner, *self._cache_tail))
+        cache.used = True
+        return cache
 
     # -- label keys -> sorted label pairs ---------------------------------------------------------
 
@@ -98,11 +109,20 @@ class FamilyEncoder:
     def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
         """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
+            if len(series) == 1:  # most of a node's families: one series per device and port
+                for key, value in series.items():
+                    prefixes = cache.prefixes
+                    block = prefixes.get(key)
+                    if block is None:
+                        block = prefixes[key] = self.block(key)
+                    cache.used = True
+                    cache.looked_up += 1
+                    return f"{self.head}{block}{go_float(value)}\n"
             blocks = cache.lookup(series.keys(), self.block, self.family.name)
             if len(blocks) <= 8:  # a node's per-device families: plain loops beat the bulk setup
                 head = self.head
-                return "".join([head + block + go_float(value) + "\n"
-                                for block, value in zip(blocks, series.values())])
+                return "".join([f"{head}{block}{value}\n"
+                                for block, value in zip(blocks, small_go_floats(series.values()))])
             values = go_floats(series.values())
             # name, block, value, newline for every series, joined once (no string per line)
             pieces = chain.from_iterable(zip(repeat(self.head), blocks, values, repeat("\n")))

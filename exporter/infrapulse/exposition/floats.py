@@ -29,6 +29,8 @@ def _exponent_form(s: str) -> str:
 
 def go_float(value: float) -> str:
     """One value, exactly as floatToGoString writes it."""
+    if type(value) is int and -1000000 < value < 1000000:  # a small counter: repr(float) is "<int>.0"
+        return f"{value}.0"
     s = repr(float(value))
     special = _SPECIAL.get(s)
     if special is not None:
@@ -47,3 +49,9 @@ def go_floats(values: Iterable[float]) -> list[str]:
     if reprs and max(map(len, reprs)) >= 9:
         return [s if len(s) < 9 else _exponent_form(s) for s in reprs]
     return reprs
+
+
+def small_go_floats(values: Iterable[float]) -> list[str]:
+    """A few values (no bulk setup): small integers, the usual counters of a node, without a call
+    per value; anything else through go_float."""
+    return [f"{v}.0" if type(v) is int and -1000000 < v < 1000000 else go_float(v) for v in values]

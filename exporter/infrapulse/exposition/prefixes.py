@@ -43,7 +43,8 @@ class PrefixCache:
                     if prefix is None:
                         found[i] = prefixes[listed[i]] = build(listed[i])
             self.last[family] = (listed, found)
-        self.seen(len(found))
+        self.used = True  # seen(), inlined: a node render looks up ~280 small families
+        self.looked_up += len(found)
         return found
 
     def seen(self, count: int) -> None:
@@ -63,6 +64,9 @@ class PrefixCaches:
 
     def __init__(self) -> None:
         self._caches: dict[CacheKey, PrefixCache] = {}
+        # Bumped whenever a sweep drops a cache: encoders that keep the caches they got by owner
+        # (FamilyEncoder.cache) forget them then, so a dropped cache is never used again.
+        self.epoch = 0
 
     def get(self, key: CacheKey) -> PrefixCache:
         cache = self._caches.get(key)
@@ -72,7 +76,10 @@ class PrefixCaches:
         return cache
 
     def sweep(self) -> None:
-        self._caches = {k: c for k, c in self._caches.items() if c.used}
+        kept = {k: c for k, c in self._caches.items() if c.used}
+        if len(kept) != len(self._caches):
+            self.epoch += 1
+        self._caches = kept
         for cache in self._caches.values():
             if cache.stale():
                 cache.prefixes = {}  # rebuilt, live series only, by the next render

@@ -50,8 +50,9 @@ class StoreEncoder:
                 yield encoder.header + encoder.chunk(own, encoder.cache(caches, DAEMON_OWNER))
         for name in sorted(by_family):
             encoder = self._encoder(catalog.get(name), style)
+            chunk, cache = encoder.chunk, encoder.cache
             parts = [encoder.header]
-            parts.extend(encoder.chunk(series, encoder.cache(caches, owner))
-                         for owner, series in by_family[name])
+            for owner, series in by_family[name]:
+                parts.append(chunk(series, cache(caches, owner)))
             yield "".join(parts)
         caches.sweep()
