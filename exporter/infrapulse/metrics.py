@@ -12,7 +12,6 @@ import math
 import time
 from collections.abc import Iterator, Mapping
 
-from prometheus_client import ProcessCollector
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
 from prometheus_client.samples import Sample
@@ -252,12 +251,13 @@ def _task_count() -> int:
 def make_registry(store: Store, state: DaemonState) -> CollectorRegistry:
     """The daemon's registry. It renders /metrics through the exposition encoder (see
     exposition.render_body); prometheus_client's encoders over it give the same bytes."""
+    from .exposition.process import FastProcessCollector
     from .exposition.registry import ExpositionRegistry
 
     registry = ExpositionRegistry(auto_describe=False)
     registry.register(StoreCollector(store, state))
     # The standard process_* families (RSS, CPU, open fds) that every Prometheus exporter has.
-    registry.register(ProcessCollector(registry=None))
+    registry.register(FastProcessCollector())
     return registry
 
 
