@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from infrapulse import catalog
 from infrapulse.docs import load_everything
 from infrapulse.exposition import ExpositionRegistry, Style, render_body, style_of
 from infrapulse.exposition.store_encoder import StoreEncoder
+from infrapulse.httpguard import HttpStats
 from infrapulse.metrics import DaemonState, StoreCollector, make_registry
 from infrapulse.sources.gnmi.columns import Slots
 from infrapulse.store import Histogram, Snapshot, Store
@@ -35,12 +36,22 @@ NUMBERS = [0.0, -0.0, 1.0, 42, 1234567.0, 1e6, 999999.0, 12345678901234.5, 2.0 *
 
 
 class Static:
-    """A plain prometheus_client collector (as httpguard's): rendered by prometheus_client."""
+    """A plain prometheus_client collector (as process_*): unlabelled metrics are written from a
+    shape kept after prometheus_client wrote them once, the rest by prometheus_client."""
+
+    def __init__(self) -> None:
+        self.round = 0  # the test moves it between renders (both encoders of one round agree)
 
     def collect(self) -> Iterator[Metric]:
         g = GaugeMetricFamily("other_gauge", "not from the store", labels=["a"])
         g.add_metric(['v"1'], 2.5)
         yield g
+        value = NUMBERS[self.round % len(NUMBERS)]  # a new value each round, the shape kept
+        yield GaugeMetricFamily("other_plain", "unlabelled \\ help", value=value)
+        yield CounterMetricFamily("other_seconds", "a counter (its _total sample)", value=abs(value))
+        yield CounterMetricFamily("other_created", "with _created: prometheus_client's",
+                                  value=3, created=1700000000.5)
+        yield GaugeMetricFamily("other_empty", "no samples")
 
     def describe(self) -> list[Metric]:
         return []
@@ -106,6 +117,10 @@ def registry_of(store: Store) -> ExpositionRegistry:
     registry = ExpositionRegistry(auto_describe=False)
     registry.register(StoreCollector(store, DaemonState("host", "node")))
     registry.register(Static())
+    stats = HttpStats()  # catalogue families of its own, through the encoder
+    stats.closed["idle_timeout"] += 3
+    stats.rejected["rate_limited"] += 12345678
+    registry.register(stats)
     return registry
 
 
@@ -115,14 +130,19 @@ def test_every_catalogue_family_renders_byte_identical_to_prometheus_client(acce
     registry = registry_of(store)
     encoder, _ = choose_encoder(accept)
     assert style_of(encoder) is not None
-    expected = encoder(registry)
-    for _ in range(2):  # cold (every prefix built), then warm (every prefix kept)
+    for round in range(len(NUMBERS)):  # cold (every prefix built), then warm (every prefix kept)
+        for collector in registry._ordered:
+            if isinstance(collector, Static):
+                collector.round = round
+        expected = encoder(registry)
         assert render_body(registry, encoder) == expected
     text = expected.decode()
     # the comparison covers what it claims: every family, the fallback collector, the escapes
     for family in catalog.all_families():
         assert any(f"\n{family.name}{end}" in text for end in ("{", " ", "_bucket{")), family.name
     assert 'other_gauge{a="v\\"1"} 2.5' in text
+    assert "other_created_created 1.7000000005e+09" in text
+    assert 'infrapulse_http_requests_rejected_total{reason="rate_limited"} 1.2345678e+07' in text
     assert 'new\\nline' in text and 'back\\\\slash' in text and "NaN" in text and "+Inf" in text
     assert text.endswith("# EOF\n") == (style_of(encoder).openmetrics)
 

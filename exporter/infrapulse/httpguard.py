@@ -99,13 +99,17 @@ class HttpStats:
         if 400 <= status < 500:
             self.rejected[STATUS_REASONS.get(status, "other")] += 1
 
+    def catalog_series(self) -> list[tuple[catalog.Family, dict[tuple[str, ...], float]]]:
+        """The guard's families and their series (exposition.registry.CatalogSeries: /metrics
+        writes them through the exposition encoder)."""
+        states = self.states()
+        return [(CONNECTIONS_CLOSED, {(r,): float(n) for r, n in sorted(self.closed.items())}),
+                (REQUESTS_REJECTED, {(r,): float(n) for r, n in sorted(self.rejected.items())}),
+                (OPEN_CONNECTIONS, {(s,): float(states.get(s, 0)) for s in STATES})]
+
     def collect(self) -> Iterator[Metric]:
         """prometheus_client collector protocol (registered on the daemon's registry)."""
-        states = self.states()
-        for family, series in (
-                (CONNECTIONS_CLOSED, {(r,): float(n) for r, n in sorted(self.closed.items())}),
-                (REQUESTS_REJECTED, {(r,): float(n) for r, n in sorted(self.rejected.items())}),
-                (OPEN_CONNECTIONS, {(s,): float(states.get(s, 0)) for s in STATES})):
+        for family, series in self.catalog_series():
             metric = family_metric(family, [series])
             if metric is not None:
                 yield metric

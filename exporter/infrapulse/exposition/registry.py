@@ -17,7 +17,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import exposition as om_exposition
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .store_encoder import StoreEncoder, StoreSeries
+from .floats import go_float
+from .store_encoder import CatalogEncoder, CatalogSeries, StoreEncoder, StoreSeries
 from .style import Style, style_of
 
 EOF_LINE = b"# EOF\n"
@@ -41,19 +42,63 @@ def reference_body(metrics: Iterable[Metric], style: Style) -> bytes:
     return exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
 
 
+class UnlabelledMetrics:
+    """Metrics whose samples have no labels, timestamp or exemplar (process_*): prometheus_client
+    writes one of a given shape (name, type, help, sample names, style) once; later renders reuse
+    its header and sample names and write only the values. A shape whose text is not header then
+    one "name value" line per sample (e.g. a counter's _created) always goes to prometheus_client."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[tuple[Any, ...], tuple[str, list[str]] | None] = {}
+
+    def body(self, metrics: Iterable[Metric], style: Style) -> bytes:
+        out: list[str] = []
+        for metric in metrics:
+            samples = metric.samples
+            plain = bool(samples) and not any(s.labels or s.timestamp is not None or s.exemplar is not None
+                                              for s in samples)
+            key = (metric.name, metric.type, metric.documentation, metric.unit,
+                   tuple(s.name for s in samples), style)
+            shape = self._shapes.get(key) if plain else None
+            if shape is None:
+                text = reference_body([metric], style).decode("utf-8")
+                if plain and key not in self._shapes:
+                    self._shapes[key] = self._shape(text, samples)
+                out.append(text)
+                continue
+            header, names = shape
+            out.append(header)
+            out.extend([f"{name}{go_float(s.value)}\n" for name, s in zip(names, samples)])
+        return "".join(out).encode("utf-8")
+
+    @staticmethod
+    def _shape(text: str, samples: list[Any]) -> tuple[str, list[str]] | None:
+        lines = text.split("\n")[:-1]
+        if len(lines) < len(samples):
+            return None
+        split = len(lines) - len(samples)
+        names = [line[: line.rfind(" ") + 1] for line in lines[split:]]
+        header = "".join(line + "\n" for line in lines[:split])
+        rebuilt = header + "".join(f"{name}{go_float(s.value)}\n" for name, s in zip(names, samples))
+        return (header, names) if rebuilt == text else None
+
+
 class ExpositionRegistry(CollectorRegistry):
     """Keeps its collectors in order and each fast collector's encoder (with its kept prefixes)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._ordered: list[Collector] = []
-        self._encoders: dict[int, StoreEncoder] = {}
+        self._encoders: dict[int, StoreEncoder | CatalogEncoder] = {}
+        self._unlabelled = UnlabelledMetrics()
 
     def register(self, collector: Collector) -> None:
         super().register(collector)
         self._ordered.append(collector)
         if isinstance(collector, StoreSeries):
             self._encoders[id(collector)] = StoreEncoder(collector)
+        elif isinstance(collector, CatalogSeries):
+            self._encoders[id(collector)] = CatalogEncoder(collector)
 
     def unregister(self, collector: Collector) -> None:
         super().unregister(collector)
@@ -65,7 +110,7 @@ class ExpositionRegistry(CollectorRegistry):
         for collector in list(self._ordered):
             encoder = self._encoders.get(id(collector))
             if encoder is None:
-                yield reference_body(collector.collect(), style)
+                yield self._unlabelled.body(collector.collect(), style)
             else:
                 for chunk in encoder.render(style):
                     yield chunk.encode("utf-8")

@@ -24,32 +24,70 @@ class StoreSeries(Protocol):
     def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]: ...
 
 
-class StoreEncoder:
+@runtime_checkable
+class CatalogSeries(Protocol):
+    """A collector of a few catalogue families of its own (httpguard.HttpStats has it): each
+    family with its series dict, in the order collect() yields them."""
+
+    def catalog_series(self) -> list[tuple[catalog.Family, dict[tuple[str, ...], float]]]: ...
+
+
+class _Encoders:
+    """FamilyEncoders by style, then family name (a frozen dataclass hashes every field: a node
+    render looks up ~50 families)."""
+
+    def __init__(self) -> None:
+        self.caches = PrefixCaches()
+        self._by_style: dict[Style, dict[str, FamilyEncoder]] = {}
+
+    def encoders(self, style: Style) -> dict[str, FamilyEncoder]:
+        encoders = self._by_style.get(style)
+        if encoders is None:
+            encoders = self._by_style[style] = {}
+        return encoders
+
+    @staticmethod
+    def encoder(encoders: dict[str, FamilyEncoder], family: catalog.Family, style: Style) -> FamilyEncoder:
+        encoder = encoders.get(family.name)
+        if encoder is None or encoder.family is not family:
+            encoder = encoders[family.name] = FamilyEncoder(family, style)
+        return encoder
+
+
+class CatalogEncoder(_Encoders):
+    """Renders a CatalogSeries collector as prometheus_client would its collect()."""
+
+    def __init__(self, collector: CatalogSeries) -> None:
+        super().__init__()
+        self.collector = collector
+
+    def render(self, style: Style) -> Iterator[str]:
+        encoders, caches = self.encoders(style), self.caches
+        for family, series in self.collector.catalog_series():
+            if series:
+                encoder = self.encoder(encoders, family, style)
+                yield encoder.header + encoder.chunk(series, encoder.cache(caches, DAEMON_OWNER))
+        caches.sweep()
+
+
+class StoreEncoder(_Encoders):
     """Renders what the collector's `collect()` yields, through kept prefixes."""
 
     def __init__(self, collector: StoreSeries) -> None:
+        super().__init__()
         self.collector = collector
-        self.caches = PrefixCaches()
-        self._encoders: dict[tuple[catalog.Family, Style], FamilyEncoder] = {}
-
-    def _encoder(self, family: catalog.Family, style: Style) -> FamilyEncoder:
-        key = (family, style)
-        encoder = self._encoders.get(key)
-        if encoder is None:
-            encoder = self._encoders[key] = FamilyEncoder(family, style)
-        return encoder
 
     def render(self, style: Style) -> Iterator[str]:
         """The collector's families in `style`, a family at a time (its lines, each ending in a
         newline): a gzip scrape compresses them as they come, never holding the whole text."""
         by_family, series_per_source = self.collector.families()
-        caches = self.caches
+        caches, encoders, get_encoder = self.caches, self.encoders(style), self.encoder
         for family, own in self.collector.own_families(series_per_source):
             if own:
-                encoder = self._encoder(family, style)
+                encoder = get_encoder(encoders, family, style)
                 yield encoder.header + encoder.chunk(own, encoder.cache(caches, DAEMON_OWNER))
         for name in sorted(by_family):
-            encoder = self._encoder(catalog.get(name), style)
+            encoder = get_encoder(encoders, catalog.get(name), style)
             chunk, cache = encoder.chunk, encoder.cache
             parts = [encoder.header]
             for owner, series in by_family[name]:
