@@ -45,10 +45,18 @@ def test_same_bytes_as_prometheus_client_on_a_fake_proc(tmp_path: Path, accept: 
     assert b"process_open_fds 7.0\n" in body
     assert b"process_max_fds 1024.0\n" in body
     assert b"process_virtual_memory_bytes 1.23456789e+09\n" in body
+    # read again on the next scrape through the kept descriptor
+    stat = proc / "self" / "stat"
+    stat.write_text(stat.read_text().replace(" 1234567890 ", " 42 "))
+    body = reference_body(ours.collect(), style)
+    assert body == reference_body(reference.collect(), style)
+    assert b"process_virtual_memory_bytes 42.0\n" in body
+    ours.close()
 
 
 def test_open_fds_of_this_process_match_the_listing() -> None:
     collector = FastProcessCollector()
+    list(collector.collect())  # opens its descriptors of stat and limits, kept from then on
     if os.stat("/proc/self/fd").st_size > 0:  # Linux >= 6.2 reports the count as the size
         assert collector._size_counts_fds
     extra = [os.open(os.devnull, os.O_RDONLY) for _ in range(25)]

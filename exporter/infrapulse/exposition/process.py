@@ -7,6 +7,7 @@ directory reports the number of open descriptors as its size, in ~2 µs. prometh
 listing holds one descriptor of its own open while it counts, so the same figure is size + 1.
 Whether the size means that is checked against a listing when the collector starts; where it
 does not (an older kernel, a test's fake /proc), every scrape lists the directory as before.
+/proc/<pid>/stat and limits are read through descriptors kept open (two more in the count).
 The families, their help and values are otherwise prometheus_client's, so the bytes are too.
 """
 
@@ -26,6 +27,7 @@ class FastProcessCollector(ProcessCollector):
         super().__init__(proc=proc, registry=None)
         self._dir = os.path.join(proc, str(self._pid()).strip())
         self._size_counts_fds = self._check_fd_size()
+        self._fds: dict[str, int] = {}  # name -> descriptor of /proc/<pid>/<name>
 
     def _check_fd_size(self) -> bool:
         """stat()'s size of the fd directory + 1 == prometheus_client's count, on 3 tries (another
@@ -39,6 +41,22 @@ class FastProcessCollector(ProcessCollector):
                 return False
         return False
 
+    def _read(self, name: str) -> bytes:
+        """A /proc file of the process, read again through a descriptor kept open (a pread at 0
+        makes procfs write it anew: no open and close per scrape)."""
+        fd = self._fds.get(name)
+        if fd is None:
+            fd = self._fds[name] = os.open(os.path.join(self._dir, name), os.O_RDONLY | os.O_CLOEXEC)
+        chunks = [os.pread(fd, 65536, 0)]
+        while len(chunks[-1]) == 65536:  # (never for stat or limits)
+            chunks.append(os.pread(fd, 65536, 65536 * len(chunks)))
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
     def open_fds(self) -> int:
         fd_dir = os.path.join(self._dir, "fd")
         if self._size_counts_fds:
@@ -51,8 +69,7 @@ class FastProcessCollector(ProcessCollector):
         result: list[Metric] = []
         prefix, ticks = self._prefix, self._ticks
         try:
-            with open(os.path.join(self._dir, "stat"), "rb") as stat:
-                fields = stat.read().split(b")")[-1].split()  # after the command name
+            fields = self._read("stat").split(b")")[-1].split()  # after the command name
             result.append(GaugeMetricFamily(prefix + "virtual_memory_bytes", "Virtual memory size in bytes.",
                                             value=float(fields[20])))
             result.append(GaugeMetricFamily(prefix + "resident_memory_bytes",
@@ -67,8 +84,8 @@ class FastProcessCollector(ProcessCollector):
         except OSError:
             pass
         try:
-            with open(os.path.join(self._dir, "limits"), "rb") as limits:
-                max_fds = next((line for line in limits if line.startswith(b"Max open file")), None)
+            limits = self._read("limits").splitlines()
+            max_fds = next((line for line in limits if line.startswith(b"Max open file")), None)
             if max_fds is None:  # (prometheus_client fails the scrape here)
                 return result
             result.append(GaugeMetricFamily(prefix + "open_fds", "Number of open file descriptors.",
