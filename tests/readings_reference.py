@@ -103,6 +103,9 @@ class Readings:
 
     # -- reading -----------------------------------------------------------------------------
 
+    def end_pass(self) -> None:
+        """The service's hook after each pass (the fast path drops per-pass caches): nothing here."""
+
     def label_names(self, family: str) -> tuple[str, ...]:
         names = self._label_cache.get(family)
         if names is None:

@@ -121,6 +121,15 @@ class Readings:
         for observed in [k for k in self._last_observed if (k[1], k[2]) not in live_instances]:
             del self._last_observed[observed]
 
+    def end_pass(self) -> None:
+        """Drop what only one pass reads (rates, ring indexes): rebuilt on the next read, and
+        cleared by the next `update` anyway, so nothing changes but the memory held between
+        passes (a Rate and an index entry per counter series of a fabric)."""
+        self._rate_cache.clear()
+        self._ring_index.clear()
+        for ring in self.rings.values():
+            ring.forget_rates()
+
     # -- reading -----------------------------------------------------------------------------
 
     def label_names(self, family: str) -> tuple[str, ...]:

@@ -95,6 +95,10 @@ class ColumnRing:
             del rows[:drop]
             self.late = {i: first - drop for i, first in self.late.items() if first - drop > 0}
 
+    def forget_rates(self) -> None:
+        """Drop this pass's rates (built again on the next read): not kept between passes."""
+        self._rates = None
+
     def rates(self) -> list[Rate | None]:
         """Each series' windowed increase (None until it has two points), in `labels` order."""
         if self._rates is None:

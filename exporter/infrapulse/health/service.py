@@ -134,6 +134,7 @@ class HealthService:
         with gc_paused():
             self.store.expire()
             measured = self.measure()
+            self.readings.end_pass()  # the measurements are taken: per-pass caches go
             report = evaluate(measured, self.config, self.settings, timestamp=now,
                               max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
             report.latency = self._latency

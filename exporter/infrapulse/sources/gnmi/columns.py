@@ -27,6 +27,19 @@ LabelValues = tuple[str, ...]
 # Pack the slots once dead ones outnumber live ones (and there are enough to matter).
 MIN_DEAD_TO_COMPACT = 1024
 
+# Slot numbers, one int object per number for the whole process: every switch numbers its slots
+# from 0, and an int above 256 is its own 32-byte object, so sharing them saves ~32 bytes per
+# series in a fabric instance (the index dicts hold one per series).
+_SLOT_NUMBERS: list[int] = []
+
+
+def _slot_number(n: int) -> int:
+    """The shared int object for slot number `n`."""
+    numbers = _SLOT_NUMBERS
+    if n >= len(numbers):
+        numbers.extend(range(len(numbers), max(n + 1, 2 * len(numbers))))
+    return numbers[n]
+
 
 class Slots:
     """One switch's values: a flat array of doubles, shared by all its columns (which point
@@ -44,7 +57,7 @@ class Slots:
     def _allocate(self) -> int:
         self.live += 1
         self.values.append(0.0)
-        return len(self.values) - 1
+        return _slot_number(len(self.values) - 1)
 
     @property
     def dead(self) -> int:
@@ -66,7 +79,7 @@ class Slots:
         values = self.values
         packed = array("d", (values[slot] for slot, _, _ in owners))
         for new, (_, held, labels) in enumerate(owners):
-            held[labels] = new
+            held[labels] = _slot_number(new)
         values[:] = packed  # in place: readers holding `values` keep a valid array
         self.live = len(owners)
 

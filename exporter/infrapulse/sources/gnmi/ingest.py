@@ -204,7 +204,7 @@ class Binding:
 
     # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
     # by every binding of one notification prefix plus a process-wide shared relative path.
-    __slots__ = ("prefix", "rel", "rule", "series", "labels", "scale", "column", "sample", "seen",
+    __slots__ = ("prefix", "rel", "rule", "series", "labels", "column", "sample", "seen",
                  "entity", "home", "key", "owner", "mapping")
 
     def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule,
@@ -215,8 +215,7 @@ class Binding:
         self.rel = rel
         self.rule = rule
         self.series = series  # a Column; the _info dict for the parts of an entity
-        self.labels = labels
-        self.scale = rule.scale
+        self.labels = labels  # (the scale is the rule's: not kept here, 8 bytes per series)
         # `series` again (the caller passes it when `series` is a Column), for plain numbers only:
         # the hot paths write these straight into their column; enums, _info parts, time stamps
         # and per-speed values take `_set`
@@ -588,7 +587,7 @@ class SwitchState:
                         return None
                     b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False, misses=pctx.misses)
                     if b is not None:
-                        fresh.append(((slots[kind], b.scale, position), b))
+                        fresh.append(((slots[kind], b.rule.scale, position), b))
                 if b is None:  # an unmapped leaf (or one held back)
                     miss = pctx.misses.get(path)
                     if miss is not None:
@@ -597,7 +596,7 @@ class SwitchState:
                 if b.column is None or kind not in wire.NUMERIC_KINDS:
                     writes = None
                     continue
-                writes.append((slots[kind], b.scale, index, b.column, b.labels))
+                writes.append((slots[kind], b.rule.scale, index, b.column, b.labels))
         finally:
             # New series get neighbouring slots, grouped by value kind and scale: one run each.
             fresh.sort(key=itemgetter(0))
@@ -647,7 +646,7 @@ class SwitchState:
                         unmapped.setdefault(miss[0], [miss[1], 0])[1] += 1
                     continue
             if which in NUMERIC_FIELDS and b.column is not None:
-                b.column[b.labels] = getattr(val, which) * b.scale
+                b.column[b.labels] = getattr(val, which) * b.rule.scale
                 continue
             try:
                 self._set(b, load_json(getattr(val, which)) if which in JSON_FIELDS else scalar(val, which))
@@ -773,7 +772,7 @@ class SwitchState:
         if rule.per_port_speed:
             self._set_per_speed(b, to_number(value))
             return
-        b.series[b.labels] = to_number(value) * b.scale
+        b.series[b.labels] = to_number(value) * b.rule.scale
 
     def _set_per_speed(self, b: Binding, raw: float) -> None:
         """A counter in bit times (SAI pause quanta x 512): seconds at the port's current speed,
@@ -787,10 +786,10 @@ class SwitchState:
         last = self._quanta.get(key)
         self._quanta[key] = raw
         if last is None or b.labels not in b.series:
-            b.series[b.labels] = raw * b.scale / speed
+            b.series[b.labels] = raw * b.rule.scale / speed
             return
         delta = raw - last if raw >= last else raw  # a reset on the switch starts from 0
-        b.series[b.labels] = float(b.series[b.labels]) + delta * b.scale / speed
+        b.series[b.labels] = float(b.series[b.labels]) + delta * b.rule.scale / speed
 
     def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict[Any, Binding | None], key: Any,
               owner: _Prefix | None = None, hold: bool = True,
