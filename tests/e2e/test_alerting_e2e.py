@@ -97,15 +97,16 @@ SCENARIOS = [
     Scenario("rdma-retrans", "InfrapulseRdmaRetransmissionsHigh", ("noc",),
              (("team", "noc"), ("device", "mlx5_0")),
              ("retransmission_rate",), ("mlx5_0 port 1",), 98.0),
+    Scenario("gpu-thermal", "InfrapulseGpuThrottling", ("ml",),
+             (("team", "ml"),), ("throttle_active",), ("GPU ",), 98.0),
     # A firmware upgrade resets the NIC's congestion control: the change pages the NOC (firmware
-    # changed with it); ECN NP off on the RDMA priority leads the reasons.
+    # changed with it); ECN NP off on the RDMA priority leads the reasons. Its revert is a second change
+    # that stays in the event window after the scenario: a latency scenario with a large drop follows.
     Scenario("fw-upgrade-cc-reset", "InfrapulseNicRoceConfigChanged", ("noc-page",),
              (("team", "noc"), ("severity", "critical"), ("interface", "ens1f0np0"),
               ("firmware_changed", "true")),
              ("roce_ecn_np_off", "roce_config_changed", "roce_config_unexpected", "ecn_marked_without_cnp"),
              ("ens1f0np0", "mlx5_0"), 99.0),
-    Scenario("gpu-thermal", "InfrapulseGpuThrottling", ("ml",),
-             (("team", "ml"),), ("throttle_active",), ("GPU ",), 98.0),
     # Latency SLO breaches: past the bad level the serving component is capped, the status is
     # degraded — but the overall cap of 40 is not used: the ML team is paged, not the NOC.
     Scenario("ttft-surge", "InfrapulseLlmTtftSloBurnRate", ("ml-page",),
