@@ -14,6 +14,8 @@ from conftest import free_port
 from infrapulse.simulate.certs import make_test_pki
 from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
 from infrapulse.simulate.nic_stats import write_stats
+from infrapulse.simulate.roce_cc import RoceConfigSimulator
+from infrapulse.simulate.scenarios import ScenarioBoard
 from infrapulse.simulate.serving_engines import EngineServer
 from infrapulse.simulate.sysfs_tree import DeviceSpec, PortSpec, write_tree
 from quickstart_walk import ROOT, Walk
@@ -51,6 +53,9 @@ async def test_node_quickstart(tmp_path):
                                                     rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
     write_tree(tmp_path / "sys", roce)
     write_stats(tmp_path / "ethtool", [f"ens{i + 1}f0np0" for i in range(4)])
+    # The NICs' CC/QoS tree (sysfs ecn/, qos/) and the file-backed DCB and driver-info stand-in.
+    RoceConfigSimulator(tmp_path / "sys", tmp_path / "roce", [f"ens{i + 1}f0np0" for i in range(4)],
+                        ScenarioBoard()).step()
     (tmp_path / "gpus.yaml").write_text(GPUS)
     vllm = EngineServer("vllm")
     await vllm.start(free_port())
@@ -62,11 +67,12 @@ async def test_node_quickstart(tmp_path):
                  (r" \(NVML fake: [^)]*\)", "")]
 
     def simulate(path: Path) -> None:
-        """The config as written, plus the two testing keys that replace real hardware."""
+        """The config as written, plus the testing keys that replace real hardware."""
         if path.name == "node.yaml":
             cfg = yaml.safe_load(path.read_text())
             cfg["sources"]["ethtool"]["stats_dir"] = str(tmp_path / "ethtool")
             cfg["sources"]["nvml"]["fake"] = str(tmp_path / "gpus.yaml")
+            cfg["sources"]["roce_config"]["sim_dir"] = str(tmp_path / "roce")
             path.write_text(yaml.safe_dump(cfg))
 
     walk = Walk(tmp_path, port, forward, backward, set(NODE_SKIPPED), adapt_file=simulate)

@@ -19,8 +19,9 @@ from .report import FAIL, OK, Check
 CERT_KEYS = ("ca_file", "cert_file", "client_ca_file")
 SECRET_KEYS = ("password_file", "username_file", "bearer_token_file")
 DIR_KEYS = ("sysfs_root",)
-# Simulation and testing keys (the NVML fake, ethtool statistics from files): the probes use them.
-SKIP_KEYS = ("fake", "stats_dir")
+# Simulation and testing keys (the NVML fake, ethtool statistics and RoCE DCB/driver info from
+# files): the probes use them.
+SKIP_KEYS = ("fake", "stats_dir", "sim_dir")
 
 
 def references(value: Any, path: str = "") -> Iterator[tuple[str, str, str]]:
