@@ -30,7 +30,7 @@ import yaml
 
 from infrapulse import config as config_mod
 from infrapulse.daemon import Daemon
-from infrapulse.simulate import gnmi_target, gpus, mesh, node, probe, serving_engines
+from infrapulse.simulate import gnmi_target, gpus, mesh, node, probe, roce_cc, serving_engines
 from infrapulse.simulate.demo import DEMO_NODES, DemoContext, DemoPart, close_parts, scenario_routes
 from infrapulse.simulate.nvml_fake import open_fake
 from infrapulse.simulate.scenarios import ScenarioBoard
@@ -45,8 +45,10 @@ def node_config(interval: str, parts: list[DemoPart], state_dir: Path) -> dict[s
     sources: dict[str, Any] = {}
     for part in parts:
         sources.update(part.sources)
+    # On-demand inspections unauthenticated (loopback only): the test starts one for the dashboards.
     return config_mod.load_text(yaml.safe_dump({"interval": interval, "sources": sources,
-                                                "state_dir": str(state_dir)}), "<scale node>")
+                                                "state_dir": str(state_dir),
+                                                "inspect": {"allow_unauthenticated": True}}), "<scale node>")
 
 
 def fabric_config(gnmi: dict[str, Any], index: int, count: int, interval: str) -> dict[str, Any]:
@@ -67,7 +69,7 @@ async def run(args: argparse.Namespace) -> None:
     daemons: list[Daemon] = []
     try:
         # Every node-role part of the demo, the latency mesh included, on every node ...
-        for module in (gnmi_target, node, serving_engines, mesh):
+        for module in (gnmi_target, node, roce_cc, serving_engines, mesh):  # roce_cc reads node's tree
             shared.append(await module.demo_part(ctx))
         fabric_part, node_parts = shared[0], shared[1:]
         # ... and the active probes on the first one only: the fake's firmware upgrade waits for that

@@ -71,6 +71,10 @@ NOT_SCRAPED = "ALERTS|ALERTS_FOR_STATE|.+:.+"
 # The probe panels need a firmware change after three probe rounds (fw-upgrade-regression) and
 # a 2 s remote-write + vmalert round trip: minutes on a loaded 2-core machine.
 DASHBOARD_DEADLINE = 240.0
+# Recording rules over a counter that appears only once its event happened: a link recovery
+# without carrier loss (half-dead-link) is not among this stack's scenarios, and link-flap, which
+# is, moves the carrier of the one port that could recover.
+NO_EVENT_HERE = {"instance_interface:infrapulse_nic_link_recoveries_without_carrier_loss:increase10m"}
 # The Prometheus shards run this example, with loopback targets and a 2 s interval.
 REMOTE_WRITE_EXAMPLE = ROOT / "deploy" / "prometheus" / "remote-write" / "victoriametrics.yml"
 
@@ -150,6 +154,10 @@ class ScaleStack:
             request = urllib.request.Request(scenarios, data=body,
                                              headers={"Content-Type": "application/json"})
             urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - loopback
+        # One inspection on demand on the first node, for the inspection panels and rules.
+        request = urllib.request.Request(next(iter(description["nodes"].values())) + "/api/v1/inspections",
+                                         data=b"{}", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=30).close()  # noqa: S310 - loopback
         self.fabric = [FabricCollector(self.workdir, i, config, int(address.rsplit(":", 1)[1]))
                        for i, (config, address) in enumerate(zip(description["fabric_configs"],
                                                                  self.fabric_addresses))]
@@ -307,8 +315,15 @@ def test_vmalert_evaluates_the_unchanged_rule_files_into_victoriametrics(stack: 
     errors = [f"{g['name']}/{r['name']}: {r['lastError']}" for g in loaded for r in g["rules"]
               if r.get("lastError")]
     assert not errors
-    records = sorted({r["record"] for p in stack.rule_files for g in yaml.safe_load(p.read_text())["groups"]
-                      for r in g["rules"] if "record" in r})
+    rules = [r for p in stack.rule_files for g in yaml.safe_load(p.read_text())["groups"]
+             for r in g["rules"] if "record" in r]
+    # A baseline read with `offset` needs more history than this stack has lived (minutes), and so
+    # does every rule that reads one: evaluated without error above, but no result yet.
+    young = {r["record"] for r in rules if "offset" in r["expr"]}
+    young |= {r["record"] for r in rules if any(name in r["expr"] for name in young)}
+    records = sorted({r["record"] for r in rules} - young - NO_EVENT_HERE)
+    assert young == {"instance_interface_basis:infrapulse_nic_pre_fec_ber:ratio_rate1h_before10m",
+                     "instance_interface:infrapulse_nic_pre_fec_ber_rise:ratio"}, young
     deadline = time.monotonic() + 60
     while True:
         missing = [name for name in records if not stack.vm.query(f'count({{__name__="{name}"}})')]
