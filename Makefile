@@ -67,7 +67,12 @@ check-generated: $(STAMP)
 # The side-by-side benchmarks (bench/nvml_real_gpu.py needs a real GPU and is run by hand).
 BENCHES := node_scrape serving_scrape nvml_poll gnmi_ingest load_soak probe_cost render scrape_load
 
-bench: $(STAMP) system-deps
+BENCH_STAMP := $(VENV)/.bench-installed-stamp
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP) system-deps
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; done
 
 lint: $(STAMP)
