@@ -211,7 +211,7 @@ def cumulus_notes(ports: int, bump: int) -> list[pb.Notification]:
 
 
 def bulk_plans(state: SwitchState) -> int:
-    return sum(1 for p in state._prefixes.values() for plan in p.plans.values() if plan.runs is not None)  # noqa: SLF001
+    return sum(1 for p in state._prefixes.values() for plan in p.all_plans() if plan.runs is not None)  # noqa: SLF001
 
 
 def test_bulk_path_writes_exactly_what_the_per_update_path_writes(monkeypatch):
@@ -329,6 +329,50 @@ def test_undecodable_bytes_inside_a_notification_are_counted_and_skipped():
     assert state.malformed == 4 and state.updates == 4
 
 
+def test_switches_share_decoded_prefixes_and_a_prefix_makes_its_spare_dicts_on_first_use():
+    """Every switch sends the same prefixes (swp1's queue 3 ...): one decoded copy of each is
+    shared, so a switch's ~2,600 prefixes cost their own dicts only; a prefix without unmapped
+    leaves keeps no misses dict, and one with a single shape no plans dict."""
+    profile = PROFILES["nvidia-cumulus"]
+    first, second = SwitchState("sw1", profile), SwitchState("sw2", profile)
+    # the captured shape: one notification per list entry, its leaves relative to it
+    from infrapulse.simulate.gnmi_target import SimSwitch
+
+    switch = SimSwitch("sw", "nvidia-cumulus", ports=2, frozen=True)
+    entries: dict[tuple, list] = {}
+    for container, leaves in switch.containers():
+        cut = max(i for i, (_, keys) in enumerate(container) if keys) + 1
+        prefix, rest = container[:cut], container[cut:]
+        entries.setdefault(prefix, []).extend(
+            pb.Update(path=to_proto(format_path(rest + ((leaf, ()),))),
+                      val=pb.TypedValue(string_val=value) if isinstance(value, str)
+                      else pb.TypedValue(uint_val=value))
+            for leaf, value in leaves.items())
+    notes = [pb.Notification(prefix=to_proto(format_path(prefix), "openconfig"), update=updates)
+             for prefix, updates in entries.items()]
+    for n in notes:
+        first.apply(n)
+        second.apply(n)
+    assert first._prefixes.keys() == second._prefixes.keys() and len(first._prefixes) > 20  # noqa: SLF001
+    for raw, mine in first._prefixes.items():  # noqa: SLF001
+        theirs = second._prefixes[raw]  # noqa: SLF001
+        assert mine.elems is theirs.elems  # one copy for both switches
+        assert mine.elems == from_proto(pb.Path.FromString(raw), first.strip)  # and the path as sent
+    # an element (one port's interface entry) is one object in every prefix under it
+    copies: dict[tuple, set[int]] = {}
+    for pctx in first._prefixes.values():  # noqa: SLF001
+        for elem in pctx.elems:
+            copies.setdefault(elem, set()).add(id(elem))
+    port = ("interface", (("interface-id", "swp1"),))
+    under_port = [p for p in first._prefixes.values() if port in p.elems]  # noqa: SLF001
+    assert len(under_port) >= 8 and all(len(ids) == 1 for ids in copies.values())
+    planned = [p for p in first._prefixes.values() if p.last is not None]  # noqa: SLF001
+    assert len(planned) > 20 and all(p.plans is None for p in first._prefixes.values())  # noqa: SLF001
+    assert all(not isinstance(p.misses, dict) for p in first._prefixes.values())  # noqa: SLF001
+    # series are each switch's own: the shared path carries no switch
+    assert {k[1][0] for k in series(first)} == {"sw1"} and {k[1][0] for k in series(second)} == {"sw2"}
+
+
 def test_release_frees_a_switch_state_without_the_cyclic_gc():
     """Bindings point back at the dicts that hold them; release() breaks those cycles so that a
     removed switch's state is freed at once, not at the next full collection."""
@@ -360,7 +404,7 @@ def test_release_frees_a_switch_state_without_the_cyclic_gc():
 def qos_plan_runs(state: SwitchState, interface: str) -> tuple:
     pctx = next(p for p in state._prefixes.values()  # noqa: SLF001
                 if p.elems[-1] == ("interface", (("interface-id", interface),)))
-    (plan,) = [plan for plan in pctx.plans.values() if plan.runs is not None]
+    (plan,) = [plan for plan in pctx.all_plans() if plan.runs is not None]
     return plan.runs
 
 

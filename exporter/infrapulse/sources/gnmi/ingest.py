@@ -41,9 +41,10 @@ import enum
 import sys
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from operator import itemgetter, mul
+from types import MappingProxyType
 from typing import Any, Final
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -64,7 +65,7 @@ from .families import (
     SWITCH_UP,
     UPDATES,
 )
-from .paths import ElemPath, PathPattern, format_path, from_proto, path_covers, strip_module
+from .paths import Elem, ElemPath, PathPattern, format_path, from_proto, path_covers, strip_module
 from .ports import PortTable
 from .prefer import Preferences
 from .profile import Profile, Rule, SubscriptionSpec
@@ -103,6 +104,13 @@ MAX_UNMAPPED_CACHED = 200_000
 # in-octets"): one decoded, shared copy per distinct serialized path, process-wide. Bounded.
 _REL_PATHS: dict[tuple[bytes, bool], tuple[bytes, ElemPath]] = {}
 MAX_SHARED_PATHS = 100_000
+# Notification prefixes repeat across switches (every switch has its swp1 ... and queue 3 under
+# them) and their elements across a switch's prefixes (one port's queues share its interface
+# element): one shared copy of each decoded prefix and element, process-wide. Bounded. A decoded
+# prefix is ~1 kB of small tuples and strings; a 64-port switch sends ~2,600 of them.
+_PREFIX_PATHS: dict[ElemPath, ElemPath] = {}
+_PREFIX_ELEMS: dict[Elem, Elem] = {}
+MAX_SHARED_PREFIXES = 200_000
 # Notification shapes (every update path of a notification, as sent) repeat across the ports and
 # switches of one model: one shared copy each, process-wide. Bounded.
 _SHAPES: dict[bytes, bytes] = {}
@@ -122,6 +130,22 @@ def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
                            for n, keys in from_proto(path, strip)))
         if len(_REL_PATHS) < MAX_SHARED_PATHS:
             _REL_PATHS[(pk, strip)] = found
+    return found
+
+
+def _shared_prefix(path: ElemPath) -> ElemPath:
+    """One copy of a decoded notification prefix (and of each of its elements) for every prefix
+    and switch sending it. Bounded: past the limit a prefix keeps its own copy."""
+    found = _PREFIX_PATHS.get(path)
+    if found is not None:
+        return found
+    if len(_PREFIX_PATHS) >= MAX_SHARED_PREFIXES:
+        return path
+    elems = []
+    for name, keys in path:
+        elem = (sys.intern(name), tuple((sys.intern(k), sys.intern(v)) for k, v in keys))
+        elems.append(_PREFIX_ELEMS.setdefault(elem, elem))
+    found = _PREFIX_PATHS[path] = tuple(elems)
     return found
 
 
@@ -260,6 +284,9 @@ class _Plan:
         self.hits = 0  # notifications taken with it since its unmapped leaves were last counted
 
 
+_NO_MISSES: Mapping[bytes, tuple[str, str]] = MappingProxyType({})
+
+
 class _Prefix:
     """One notification prefix (raw bytes as sent): its bindings by raw update path, and plans
     for the bulk path by notification shape (its update path fields, in order)."""
@@ -271,15 +298,46 @@ class _Prefix:
         self.retired = retired  # the switch's list of dropped plans whose hits are not counted yet
         self.bindings: dict[bytes, Binding | None] = {}
         # unmapped paths cached as None in `bindings` that no `ignore` pattern covers:
-        # raw path -> (subscribed path, full path as text), for the coverage counts
-        self.misses: dict[bytes, tuple[str, str]] = {}
-        self.plans: dict[bytes, _Plan] = {}
+        # raw path -> (subscribed path, full path as text), for the coverage counts. Most
+        # prefixes have no miss and one shape: `misses` is made at the first miss and `plans` at
+        # the second shape (`last` holds the first), ~300 B saved a prefix.
+        self.misses: Mapping[bytes, tuple[str, str]] = _NO_MISSES
+        self.plans: dict[bytes, _Plan] | None = None
         self.last: _Plan | None = None  # the plan used last: a prefix mostly sends one shape
         self.seen = 0
 
+    def note_miss(self, key: bytes, what: tuple[str, str]) -> None:
+        misses = self.misses
+        if not isinstance(misses, dict):
+            misses = self.misses = {}
+        misses[key] = what
+
+    def all_plans(self) -> Iterable[_Plan]:
+        if self.plans is not None:
+            return self.plans.values()
+        return (self.last,) if self.last is not None else ()
+
+    def keep_plan(self, shape: bytes, plan: _Plan) -> None:
+        """Make `plan` the one for `shape` (and `last`). One shape needs no dict: `last` holds
+        it; a second shape makes `plans`. A replaced plan's uncounted hits are retired."""
+        plans, last = self.plans, self.last
+        if plans is None and (last is None or last.shape == shape):
+            replaced = last
+        else:
+            if plans is None:
+                plans = self.plans = {last.shape: last} if last is not None else {}
+            elif len(plans) >= MAX_PLANS_PER_PREFIX:
+                self.forget_plans()  # a switch whose updates vary in shape: keep only recent ones
+                plans = self.plans = {}
+            replaced = plans.get(shape)
+            plans[shape] = plan
+        if replaced is not None and replaced is not plan and replaced.hits:
+            self.retired.append(replaced)
+        self.last = plan
+
     def forget_plans(self) -> None:
-        self.retired.extend(plan for plan in self.plans.values() if plan.hits)
-        self.plans.clear()
+        self.retired.extend(plan for plan in self.all_plans() if plan.hits)
+        self.plans = None
         self.last = None
 
 
@@ -397,7 +455,7 @@ class SwitchState:
 
     def _count_plan_hits(self) -> None:
         """The bulk path only counts notifications per plan; turn them into unmapped leaves."""
-        plans = [plan for pctx in self._prefixes.values() for plan in pctx.plans.values() if plan.hits]
+        plans = [plan for pctx in self._prefixes.values() for plan in pctx.all_plans() if plan.hits]
         plans += self._retired
         self._retired.clear()
         for plan in plans:
@@ -497,7 +555,7 @@ class SwitchState:
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
                 pctx = self._prefixes[raw_prefix] = _Prefix(
-                    from_proto(pb.Path.FromString(raw_prefix), self.strip), self._retired)
+                    _shared_prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip)), self._retired)
                 return pctx
             except DecodeError:
                 pass
@@ -526,7 +584,7 @@ class SwitchState:
         signature = tuple([(field, len(values)) for field, values in kinds])
         plan = pctx.last
         if plan is None or plan.shape != shape or plan.signature != signature:
-            plan = pctx.plans.get(shape)
+            plan = pctx.plans.get(shape) if pctx.plans is not None else None
             if plan is None or plan.signature != signature:
                 plan = self._plan(pctx, shape, signature, raw)
                 if plan is None:
@@ -585,7 +643,8 @@ class SwitchState:
                         path, rel = _relative_path(path, self.strip)
                     except DecodeError:
                         return None
-                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False, misses=pctx.misses)
+                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False,
+                                   note_miss=pctx.note_miss)
                     if b is not None:
                         fresh.append(((slots[kind], b.rule.scale, position), b))
                 if b is None:  # an unmapped leaf (or one held back)
@@ -608,9 +667,7 @@ class SwitchState:
         shape = _shared_shape(shape)
         plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
                      tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
-        if len(pctx.plans) >= MAX_PLANS_PER_PREFIX:
-            pctx.forget_plans()  # a switch whose updates vary in shape: keep only recent ones
-        pctx.plans[shape] = plan
+        pctx.keep_plan(shape, plan)
         return plan
 
     def _apply_each(self, pctx: _Prefix, raw_updates: Any) -> int:
@@ -637,7 +694,7 @@ class SwitchState:
                     except DecodeError:
                         bad += 1
                         continue
-                    b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx, misses=pctx.misses)
+                    b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx, note_miss=pctx.note_miss)
                 if b is None:
                     miss = pctx.misses.get(u.path)
                     if miss is not None:
@@ -688,7 +745,7 @@ class SwitchState:
         for leaf, value in flatten_json(path, doc, self.profile.list_keys, self.strip):
             b = cache.get(leaf, _MISSING)
             if b is _MISSING:
-                b = self._bind((), leaf, cache, leaf, misses=misses)
+                b = self._bind((), leaf, cache, leaf, note_miss=misses.__setitem__)
             if b is None:
                 found = misses.get(leaf)
                 if found is not None:
@@ -793,21 +850,21 @@ class SwitchState:
 
     def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict[Any, Binding | None], key: Any,
               owner: _Prefix | None = None, hold: bool = True,
-              misses: dict[Any, tuple[str, str]] | None = None) -> Binding | None:
+              note_miss: Callable[[Any, tuple[str, str]], None] | None = None) -> Binding | None:
         """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped,
         over the series limit or held back (its port is not known yet). With hold=False the
         caller gives the series its slot. Unmapped paths no `ignore` pattern covers are noted in
-        `misses` (key -> (subscribed path, path text)) for the coverage counts."""
+        through `note_miss(key, (subscribed path, path text))` for the coverage counts."""
         path = prefix + rel
         found = self.profile.resolve(path)
         if found is None:
             if self._unmapped < MAX_UNMAPPED_CACHED:
                 self._unmapped += 1
                 home[key] = None
-                if misses is not None and not self.profile.ignored(path):
+                if note_miss is not None and not self.profile.ignored(path):
                     sub = self._subscription_of(path)
                     if sub is not None:  # a path we never asked for is not a mapping's loss
-                        misses[key] = (sub.path, format_path(path))
+                        note_miss(key, (sub.path, format_path(path)))
             return None
         if self.bound >= self.max_series:
             self._dropped[self._key] += 1
