@@ -120,14 +120,19 @@ MAX_SHARED_SHAPES = 20_000
 DEFAULT_MAX_SERIES = 50_000
 
 
+def _interned(elem: Elem) -> Elem:
+    """A path element with its name, key names and key values interned."""
+    name, keys = elem
+    return sys.intern(name), tuple((sys.intern(k), sys.intern(v)) for k, v in keys)
+
+
 def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
     """(shared copy of the path bytes, decoded path) of an update path, shared by every binding
     using it. Raises DecodeError for bytes that are not a gnmi.Path."""
     found = _REL_PATHS.get((pk, strip))
     if found is None:
         path = pb.Path.FromString(pk)
-        found = (pk, tuple((sys.intern(n), tuple((sys.intern(k), sys.intern(v)) for k, v in keys))
-                           for n, keys in from_proto(path, strip)))
+        found = (pk, tuple(_interned(elem) for elem in from_proto(path, strip)))
         if len(_REL_PATHS) < MAX_SHARED_PATHS:
             _REL_PATHS[(pk, strip)] = found
     return found
@@ -141,11 +146,7 @@ def _shared_prefix(path: ElemPath) -> ElemPath:
         return found
     if len(_PREFIX_PATHS) >= MAX_SHARED_PREFIXES:
         return path
-    elems = []
-    for name, keys in path:
-        elem = (sys.intern(name), tuple((sys.intern(k), sys.intern(v)) for k, v in keys))
-        elems.append(_PREFIX_ELEMS.setdefault(elem, elem))
-    found = _PREFIX_PATHS[path] = tuple(elems)
+    found = _PREFIX_PATHS[path] = tuple(_PREFIX_ELEMS.setdefault(e, e) for e in map(_interned, path))
     return found
 
 
