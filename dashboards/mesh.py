@@ -65,7 +65,8 @@ def panels() -> list[dict]:
         timeseries(
             "Mesh responder requests",
             "Probe requests reaching the selected nodes' responders per second by outcome: answered, "
-            "unlisted (from an address that is no peer: never answered), rate_limited, malformed.",
+            "answered_late (a late notice followed the reply), unlisted (from an address that is no peer: "
+            "never answered), rate_limited, malformed, send_failed.",
             [target(by("instance, outcome", rate(sel("infrapulse_probe_mesh_responder_requests_total"))),
                     "{{instance}} {{outcome}}")], "reqps", min=0),
     ]

@@ -65,12 +65,13 @@ async def running(config: dict[str, Any], options: dict[str, Any] | None = None,
 
 
 async def settle(source: MeshSource) -> None:
-    """Stop new probes and wait until every probe in flight is answered or timed out."""
+    """Stop new probes and wait until every probe in flight is answered or timed out, and every
+    RTT counted (a reply's RTT waits a round for a late notice)."""
     source.sending = False
     deadline = time.monotonic() + 5
-    while source.outstanding and time.monotonic() < deadline:
+    while (source.outstanding or source.answered or source._answered_before) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not source.outstanding
+    assert not source.outstanding and not source.answered and not source._answered_before
     await asyncio.sleep(0.25)  # one more publication of the settled counters
 
 
@@ -159,7 +160,7 @@ async def test_the_responder_answers_only_listed_peers_with_replies_no_larger() 
         unlisted = await asyncio.to_thread(request_from, "127.0.0.9", port)
         replies = [await asyncio.to_thread(request_from, "127.0.0.5", port, size) for size in (28, 64, 1472)]
         reply_to_reply = await asyncio.to_thread(request_from, "127.0.0.5", port, 64,
-                                                 wire.make_reply(wire.encode_request(1, 1, 64), 0))
+                                                 bytes(wire.make_reply(wire.encode_request(1, 1, 64))))
         await asyncio.sleep(0.3)
         outcomes = series(source, "infrapulse_probe_mesh_responder_requests_total")
     assert unlisted is None, "an unlisted address got an answer"
@@ -170,7 +171,8 @@ async def test_the_responder_answers_only_listed_peers_with_replies_no_larger() 
         assert probe is not None and (probe.kind, probe.token, probe.seq) == (wire.REPLY, 77, 5)
         assert 0 <= probe.dwell_ns < 1_000_000_000
     assert reply_to_reply is None
-    assert outcomes[("answered",)] == 3 and outcomes[("unlisted",)] == 1
+    # answered_late: a reply this busy test machine held up after its dwell stamp (a late notice)
+    assert outcomes[("answered",)] + outcomes[("answered_late",)] == 3 and outcomes[("unlisted",)] == 1
     assert outcomes[("rate_limited",)] == 0 and outcomes[("send_failed",)] == 0
 
 
@@ -235,6 +237,82 @@ async def test_without_kernel_timestamps_each_datagram_is_read_on_arrival(
     finally:
         peer.close()
     assert sent == peer.requests > 10 and lost == 0
+
+
+def stalling_responder(mode: str, stop: threading.Event
+                       ) -> tuple[socket.socket, wire.Responder, threading.Thread]:
+    """A peer on 127.0.0.10 that answers through the real reply path (mesh_socket.send_reply).
+
+    held: its thread is held 10 ms between the dwell's stamp and the socket, as a scheduler
+    running something else would; the late notice follows. held_no_notice: the same, with the
+    notice turned off (the control). notice_first: a notice, then the reply, held by no one."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.10", 0))
+    sock.settimeout(0.1)
+    assert mesh_socket.enable_timestamps(sock)
+    responder = wire.Responder(rate=1000.0, burst=1000.0, clock=time.monotonic)
+    responder.allow([NODE])
+    stamps = [0]
+
+    def held_after_the_stamp() -> int:
+        now = time.time_ns()
+        stamps[0] += 1
+        if stamps[0] % 2:  # send_reply's first reading is the dwell's stamp
+            time.sleep(0.01)
+        return now
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, ancillary, _flags, addr = sock.recvmsg(2048, mesh_socket.ANCILLARY_SIZE)
+            except TimeoutError:
+                continue
+            rx_ns = mesh_socket.rx_time_ns(ancillary)
+            reply = responder.answer(data, addr[0])
+            if reply is None:
+                continue
+            if mode == "notice_first":
+                sock.sendto(wire.late_notice(reply), addr)
+                mesh_socket.send_reply(sock, responder, reply, addr, rx_ns)
+            else:
+                stall_ns = 10**15 if mode == "held_no_notice" else mesh_socket.SEND_STALL_NS
+                mesh_socket.send_reply(sock, responder, reply, addr, rx_ns, clock=held_after_the_stamp,
+                                       stall_ns=stall_ns)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return sock, responder, thread
+
+
+@pytest.mark.parametrize("mode", ["held", "held_no_notice", "notice_first"])
+async def test_a_reply_held_up_after_its_dwell_stamp_is_answered_but_not_timed(mode: str) -> None:
+    stop = threading.Event()
+    sock, responder, thread = stalling_responder(mode, stop)
+    try:
+        config = mesh_config(probe_interval="60ms", timeout="500ms", min_samples=1,
+                             peers=[{"name": "p", "address": "127.0.0.10", "port": sock.getsockname()[1]}])
+        async with running(config) as source:
+            await asyncio.sleep(0.8)
+            await settle(source)
+            sent = series(source, "infrapulse_probe_mesh_sent_total")[("p",)]
+            lost = series(source, "infrapulse_probe_mesh_lost_total")[("p",)]
+            untimed = series(source, "infrapulse_probe_mesh_untimed_total")[("p",)]
+            p99 = series(source, "infrapulse_probe_mesh_rtt_p99_seconds").get(("p",))
+            timed = source.histograms[source.probed["p"].group].value().count
+    finally:
+        stop.set()
+        thread.join(5)
+        sock.close()
+    outcomes = responder.outcomes
+    assert sent >= 5 and lost == 0
+    if mode == "held_no_notice":
+        assert p99 is not None and p99 >= 0.01, "control: without the notice the held send shows as RTT"
+        assert timed + untimed == sent and outcomes.get("answered_late", 0) == 0
+        return
+    assert p99 is None and timed == 0, "a reply that left late was timed"
+    assert untimed == sent
+    if mode == "held":
+        assert outcomes == {"answered_late": sent}
 
 
 class _HeldSends:

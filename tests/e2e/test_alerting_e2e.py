@@ -243,9 +243,12 @@ def test_the_healthy_demo_fires_no_alert_in_a_compressed_hour(tmp_path):
         seen = _alert_series(prom, f"last_over_time(ALERTS[{elapsed}s])")
         pause = prom.query("max(rate(infrapulse_nic_pfc_pause_duration_seconds_total[60s]))")
         frames = prom.query("max(rate(infrapulse_nic_pfc_pause_frames_total[60s])) * 3600")
+        mesh_p99 = prom.query(f"max(max_over_time(infrapulse_probe_mesh_rtt_p99_seconds[{elapsed}s]))")
+        untimed = prom.query("sum(infrapulse_probe_mesh_untimed_total)")
         print(f"\nhealthy demo, {elapsed}s = {elapsed / FACTOR:.2f} compressed hours: alerts {seen}, "
               f"statuses {statuses}, lowest score {lowest}, worst NIC pause ratio {pause[0]['value'][1]}, "
-              f"most NIC pause frames per hour {frames[0]['value'][1]}")
+              f"most NIC pause frames per hour {frames[0]['value'][1]}, worst mesh p99 "
+              f"{mesh_p99[0]['value'][1]} s, untimed mesh probes {untimed[0]['value'][1]}")
         assert seen == [], f"the healthy demo raised alerts (pending or firing): {seen}"
         firing = [a["labels"]["alertname"] for _, _, payload in hook.notifications[notified:]
                   for a in payload["alerts"] if a["status"] == "firing"]

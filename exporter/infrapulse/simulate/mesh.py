@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..sources.probe import mesh_wire as wire
 from ..sources.probe.mesh_peers import LocalAddress
-from ..sources.probe.mesh_socket import ANCILLARY_SIZE, MeshSocket, rx_time_ns
+from ..sources.probe.mesh_socket import ANCILLARY_SIZE, MeshSocket, rx_time_ns, send_reply
 
 if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
     from .demo import DemoContext, DemoPart
@@ -59,7 +59,8 @@ class SimulatedPeer:
                 return
             except OSError:
                 return
-            reply = self.responder.answer(data, addr[0], rx_time_ns(ancillary), time.time_ns())
+            rx_ns = rx_time_ns(ancillary)
+            reply = self.responder.answer(data, addr[0])
             if reply is None:
                 continue
             self.requests += 1
@@ -67,11 +68,7 @@ class SimulatedPeer:
             if every and self.requests % every == 0:
                 self.dropped += 1
                 continue
-            try:
-                sock.sendto(reply, addr)
-                self.responder.count("answered")
-            except OSError:
-                self.responder.count("send_failed")
+            send_reply(sock, self.responder, reply, addr, rx_ns)
 
     def close(self) -> None:
         try:

@@ -6,7 +6,9 @@ optionally SO_BINDTODEVICE), which is both its responder and its prober. It prob
 the cluster; and it answers every candidate peer (`mesh_peers`), rate-limited, with a reply as
 long as the request (`mesh_wire`). Arrival times are the kernel's receive timestamps
 (SO_TIMESTAMPNS) and the peer subtracts the time it held each request, so a busy event loop on
-either side does not show up as network latency.
+either side does not show up as network latency. A send held up between its time stamp and the
+socket gives no RTT: the prober's own it sees itself, a peer's reply is followed by a late
+notice (mesh_wire), so each reply's RTT is kept one round before it counts.
 
 Exported (mesh_families): per peer sent/lost counters and an RTT p99 gauge, an RTT histogram per
 peer group, the candidate count per peer source, the responder's outcomes. One target, `mesh`:
@@ -36,7 +38,7 @@ from . import mesh_families as fam
 from . import mesh_peers as mp
 from . import mesh_wire as wire
 from .mesh_config import CONFIG
-from .mesh_socket import ANCILLARY_SIZE, MeshSocket, rx_time_ns
+from .mesh_socket import ANCILLARY_SIZE, SEND_STALL_NS, MeshSocket, rx_time_ns, send_reply
 from .mesh_stats import PeerStats, RttHistogram
 
 TARGET = "mesh"
@@ -46,10 +48,6 @@ READS_PER_WAKEUP = 256  # datagrams read per socket and round before yielding to
 TICK = 0.5  # seconds between two rounds of the prober (less when probe_interval is shorter)
 
 
-# A probe whose send took longer than this between its time stamp and the socket is not timed.
-SEND_STALL_NS = 200_000
-
-
 @dataclass
 class Outstanding:
     label: str
@@ -57,7 +55,16 @@ class Outstanding:
     port: int
     tx_ns: int
     deadline: float
-    timed: bool = True  # False: the send itself was held up, the reply counts but gives no RTT
+    timed: bool = True  # False: a send was held up (ours or the reply's): answered, but no RTT
+
+
+@dataclass
+class Answered:
+    """A reply's RTT, kept until a late notice for it could have arrived (one prober round)."""
+
+    probe: Outstanding
+    rtt: float
+    at: float  # monotonic time of the reply
 
 
 Resolver = Callable[[str], Awaitable[list[str]]]
@@ -81,6 +88,9 @@ class MeshSource(Source):
         self.stats: dict[str, PeerStats] = {}
         self.histograms = {group: RttHistogram() for group in fam.PEER_GROUPS}
         self.outstanding: collections.OrderedDict[int, Outstanding] = collections.OrderedDict()
+        # seq -> an RTT not yet counted: replies of this round, and of the round before
+        self.answered: dict[int, Answered] = {}
+        self._answered_before: dict[int, Answered] = {}
         self._seq = 0
         self._request = bytearray(wire.encode_request(self.token, 0, config["size"]))
         self._due: dict[str, float] = {}
@@ -347,6 +357,7 @@ class MeshSource(Source):
                     self._on_readable(msock)
             now = time.monotonic()
             self._expire(now)
+            self._count_answered()
             schedule = self._schedule
             while self.sending and schedule and schedule[0][0] <= now:
                 due, label = heapq.heappop(schedule)
@@ -385,6 +396,17 @@ class MeshSource(Source):
         self.outstanding[self._seq] = Outstanding(label, peer.ip, peer.port, tx_ns,
                                                   time.monotonic() + self.config["timeout"], timed)
 
+    def _count_answered(self) -> None:
+        """Count the RTTs of the round before this one: a late notice for them had a round to arrive."""
+        for answered in self._answered_before.values():
+            label = answered.probe.label
+            stats, peer = self.stats.get(label), self.probed.get(label)
+            if stats is None or peer is None:
+                continue
+            stats.samples.append((answered.at, answered.rtt))
+            self.histograms[peer.group].observe(answered.rtt)
+        self._answered_before, self.answered = self.answered, {}
+
     def _expire(self, now: float) -> None:
         outstanding = self.outstanding
         while outstanding:
@@ -406,18 +428,16 @@ class MeshSource(Source):
             except OSError:  # an ICMP error queued on the socket: nothing to read this time
                 return
             rx_ns = rx_time_ns(ancillary)
-            if len(data) >= wire.HEADER_SIZE and data[5] == wire.REPLY and not flags & socket.MSG_TRUNC:
+            kind = data[5] if len(data) >= wire.HEADER_SIZE and not flags & socket.MSG_TRUNC else 0
+            if kind == wire.REPLY:
                 self._on_reply(data, addr, rx_ns)
                 continue
-            reply = self.responder.answer(data, addr[0], rx_ns, time.time_ns())
-            if reply is None:
+            if kind == wire.LATE:
+                self._on_late(data, addr)
                 continue
-            try:
-                sock.sendto(reply, addr)
-            except OSError:
-                self.responder.count("send_failed")
-            else:
-                self.responder.count("answered")
+            reply = self.responder.answer(data, addr[0])
+            if reply is not None:
+                send_reply(sock, self.responder, reply, addr, rx_ns)
 
     def _on_reply(self, data: bytes, addr: tuple[Any, ...], rx_ns: int) -> None:
         probe = wire.decode(data)
@@ -426,24 +446,36 @@ class MeshSource(Source):
         entry = self.outstanding.get(probe.seq)
         if entry is None:
             return  # late: already counted lost
-        if addr[1] != entry.port or (addr[0] != entry.ip and not _same_ip(addr[0], entry.ip)):
+        if not _from_peer(addr, entry):
             return  # not from the peer it was sent to: keep waiting for the real one
         del self.outstanding[probe.seq]
-        if not entry.timed:  # answered, so not lost; its send was held up, so no RTT
-            held = self.stats.get(entry.label)
-            if held is not None:
-                held.untimed += 1
+        if not entry.timed:  # answered, so not lost; a send was held up, so no RTT
+            self._count_untimed(entry)
             return
         elapsed = rx_ns - entry.tx_ns
         if probe.dwell_ns > elapsed or elapsed <= 0:
             return  # the wall clock stepped: answered, but no usable RTT
-        rtt = (elapsed - probe.dwell_ns) / 1e9
-        stats = self.stats.get(entry.label)
-        peer = self.probed.get(entry.label)
-        if stats is None or peer is None:
+        self.answered[probe.seq] = Answered(entry, (elapsed - probe.dwell_ns) / 1e9, time.monotonic())
+
+    def _on_late(self, data: bytes, addr: tuple[Any, ...]) -> None:
+        """A peer's reply left late: its RTT, not yet counted, is dropped (the probe stays answered)."""
+        probe = wire.decode(data)
+        if probe is None or probe.token != self.token:
             return
-        stats.samples.append((time.monotonic(), rtt))
-        self.histograms[peer.group].observe(rtt)
+        answered = self.answered.get(probe.seq) or self._answered_before.get(probe.seq)
+        if answered is not None and _from_peer(addr, answered.probe):
+            self.answered.pop(probe.seq, None)
+            self._answered_before.pop(probe.seq, None)
+            self._count_untimed(answered.probe)
+            return
+        entry = self.outstanding.get(probe.seq)  # the notice overtook its reply
+        if entry is not None and _from_peer(addr, entry):
+            entry.timed = False
+
+    def _count_untimed(self, entry: Outstanding) -> None:
+        stats = self.stats.get(entry.label)
+        if stats is not None:
+            stats.untimed += 1
 
     # -- publishing ----------------------------------------------------------------------------
 
@@ -494,6 +526,10 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 async def _resolve(name: str) -> list[str]:
     infos = await asyncio.get_running_loop().getaddrinfo(name, None, type=socket.SOCK_DGRAM)
     return [str(info[4][0]) for info in infos]
+
+
+def _from_peer(addr: tuple[Any, ...], entry: Outstanding) -> bool:
+    return addr[1] == entry.port and (addr[0] == entry.ip or _same_ip(addr[0], entry.ip))
 
 
 def _same_ip(text: str, normalized: str) -> bool:

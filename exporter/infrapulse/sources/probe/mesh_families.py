@@ -16,7 +16,7 @@ PEER_GROUPS = ("same_switch", "other_switch", "unknown")
 RTT_BUCKETS = (10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 20e-3, 50e-3,
                100e-3, 250e-3, 1.0)
 PEER_SOURCES = ("config", "file", "dns", "lldp")
-RESPONDER_OUTCOMES = ("answered", "unlisted", "rate_limited", "malformed", "send_failed")
+RESPONDER_OUTCOMES = ("answered", "answered_late", "unlisted", "rate_limited", "malformed", "send_failed")
 
 SENT = catalog.declare(
     "infrapulse_probe_mesh_sent_total", catalog.COUNTER,
@@ -29,9 +29,10 @@ LOST = catalog.declare(
     ("peer",), source=SOURCE)
 UNTIMED = catalog.declare(
     "infrapulse_probe_mesh_untimed_total", catalog.COUNTER,
-    "Answered mesh probes to a peer that give no round-trip time: this host held the prober more "
-    "than 200 us between the send's time stamp and the socket (another thread had the GIL, the "
-    "scheduler ran something else), so the RTT would have measured the host, not the path.",
+    "Answered mesh probes to a peer that give no round-trip time: a host held a send more than "
+    "200 us between its time stamp and the socket (another thread had the GIL, the scheduler ran "
+    "something else), this one the probe or the peer the reply (it sent a late notice), so the "
+    "RTT would have measured a host, not the path.",
     ("peer",), source=SOURCE)
 RTT_P99 = catalog.declare(
     "infrapulse_probe_mesh_rtt_p99_seconds", catalog.GAUGE,
@@ -55,8 +56,9 @@ PROBED_PEERS = catalog.declare(
     ("peer_group",), source=SOURCE)
 RESPONDER_REQUESTS = catalog.declare(
     "infrapulse_probe_mesh_responder_requests_total", catalog.COUNTER,
-    "Probe requests that reached this node's responder, by outcome: answered, unlisted (the sender "
-    "is no candidate peer: never answered), rate_limited, malformed, send_failed.",
+    "Probe requests that reached this node's responder, by outcome: answered, answered_late (the "
+    "reply's send was held up after its dwell was stamped: a late notice followed it), unlisted "
+    "(the sender is no candidate peer: never answered), rate_limited, malformed, send_failed.",
     ("outcome",), source=SOURCE)
 LOCAL_ADDRESS = catalog.declare(
     "infrapulse_probe_mesh_local_address_info", catalog.INFO,

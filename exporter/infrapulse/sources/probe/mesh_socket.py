@@ -16,14 +16,20 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from . import mesh_peers as mp
+from . import mesh_wire as wire
 
 SO_TIMESTAMPNS = 35
 GENERIC_SOCKET_ARCHES = {"x86_64", "i686", "i386", "aarch64", "arm64", "armv7l", "armv8l", "riscv64",
                          "ppc64le", "ppc64", "s390x", "loongarch64"}
 TIMESPEC = struct.Struct("@ll")
 RCVBUF = 1 << 20
+# A send held up longer than this between its time stamp and the socket is not timed: the
+# prober's own (mesh.MeshSource._send) and a responder's reply (send_reply, a late notice).
+SEND_STALL_NS = 200_000
 
 
 class MeshSocket:
@@ -79,3 +85,26 @@ def rx_time_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
             sec, nsec = TIMESPEC.unpack_from(data)
             return int(sec) * 1_000_000_000 + int(nsec)
     return time.time_ns()
+
+
+def send_reply(sock: socket.socket, responder: wire.Responder, reply: bytearray, addr: tuple[Any, ...],
+               rx_ns: int, clock: Callable[[], int] = time.time_ns, stall_ns: int = SEND_STALL_NS) -> None:
+    """Send `reply` to `addr` with its dwell stamped just before the socket, and count the outcome.
+
+    A reply whose send was held up more than `stall_ns` after the stamp left with too short a
+    dwell: a late notice follows it so that the prober does not time it (mesh_wire)."""
+    stamp = clock()
+    wire.stamp_dwell(reply, stamp - rx_ns)
+    try:
+        sock.sendto(reply, addr)
+    except OSError:
+        responder.count("send_failed")
+        return
+    if clock() - stamp <= stall_ns:
+        responder.count("answered")
+        return
+    responder.count("answered_late")
+    try:
+        sock.sendto(wire.late_notice(reply), addr)
+    except OSError:  # the prober then times a reply that left late: nothing more to do
+        pass

@@ -17,7 +17,7 @@ MAX_SAMPLES = 4096  # RTT samples kept per peer for the p99 window
 class PeerStats:
     sent: int = 0
     lost: int = 0
-    untimed: int = 0  # answered, but the send was held up on this host: no RTT (mesh.SEND_STALL_NS)
+    untimed: int = 0  # answered, but a send was held up (ours, or the peer's reply): no RTT
     samples: collections.deque[tuple[float, float]] = field(
         default_factory=lambda: collections.deque(maxlen=MAX_SAMPLES))  # (monotonic time, rtt s)
 

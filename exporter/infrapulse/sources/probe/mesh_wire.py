@@ -8,14 +8,19 @@ cannot amplify; it is never a request, so two responders cannot ping-pong.
     offset  size  field
     0       4     magic b"IPMP"
     4       1     version (1)
-    5       1     kind: 1 request, 2 reply
+    5       1     kind: 1 request, 2 reply, 3 late notice
     6       2     flags (0)
     8       4     token: random per prober instance (replies to an earlier instance are ignored)
     12      8     sequence number
     20      8     dwell: ns between the request's arrival and the reply's departure (0 in requests)
 
 The dwell lets the prober subtract the time a busy peer held the request (its Python event
-loop, its GIL), so the RTT measures the network and the two kernels, not the daemons.
+loop, its GIL), so the RTT measures the network and the two kernels, not the daemons. The dwell
+is stamped just before the reply's send; when the send itself is then held up (the thread loses
+the CPU or the GIL between the stamp and the socket), the reply has left with too short a dwell,
+so the responder follows it with a late notice: the reply's 28-byte header with kind 3. The
+prober counts that probe answered but untimed (a two-step reply, as PTP's follow-up, sent only
+when needed). A notice is never longer than its request and follows only an answered one.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass, field
 
 MAGIC = b"IPMP"
 VERSION = 1
-REQUEST, REPLY = 1, 2
+REQUEST, REPLY, LATE = 1, 2, 3
 HEADER = struct.Struct("!4sBBHIQQ")
 HEADER_SIZE = HEADER.size  # 28
 MAX_SIZE = 1472  # one datagram in a 1500-byte MTU (IPv4 + UDP headers), never fragmented
@@ -50,22 +55,34 @@ def encode_request(token: int, seq: int, size: int) -> bytes:
     return HEADER.pack(MAGIC, VERSION, REQUEST, 0, token, seq, 0) + bytes(size - HEADER_SIZE)
 
 
-def decode(data: bytes) -> Probe | None:
+def decode(data: bytes | bytearray) -> Probe | None:
     """The header of a probe datagram, or None for anything that is not one."""
     if len(data) < HEADER_SIZE or len(data) > MAX_SIZE:
         return None
     magic, version, kind, _flags, token, seq, dwell = HEADER.unpack_from(data)
-    if magic != MAGIC or version != VERSION or kind not in (REQUEST, REPLY):
+    if magic != MAGIC or version != VERSION or kind not in (REQUEST, REPLY, LATE):
         return None
     return Probe(kind, token, seq, dwell)
 
 
-def make_reply(request: bytes, dwell_ns: int) -> bytes:
+def make_reply(request: bytes | bytearray, dwell_ns: int = 0) -> bytearray:
     """The reply to a request: same bytes and length, kind REPLY, dwell filled in."""
     reply = bytearray(request)
     reply[5] = REPLY
+    stamp_dwell(reply, dwell_ns)
+    return reply
+
+
+def stamp_dwell(reply: bytearray, dwell_ns: int) -> None:
     struct.pack_into("!Q", reply, DWELL_OFFSET, min(max(dwell_ns, 0), MAX_DWELL_NS))
-    return bytes(reply)
+
+
+def late_notice(reply: bytes | bytearray) -> bytes:
+    """The notice that `reply` left late: its header with kind LATE and no dwell."""
+    notice = bytearray(reply[:HEADER_SIZE])
+    notice[5] = LATE
+    stamp_dwell(notice, 0)
+    return bytes(notice)
 
 
 def normalize_ip(address: str) -> str:
@@ -104,7 +121,8 @@ class Responder:
     Answers only requests from an allowed address (the candidate peers; any source port),
     each address limited to `rate` answers per second (burst `burst`), all addresses together
     to `total_rate`. Counts the refusals (unlisted, rate_limited, malformed); the caller counts
-    `answered` or `send_failed` once it has tried to send the reply.
+    `answered`, `answered_late` or `send_failed` once it has tried to send the reply
+    (mesh_socket.send_reply).
     """
 
     rate: float = 10.0
@@ -124,11 +142,9 @@ class Responder:
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
-    def answer(self, data: bytes, source_ip: str, rx_ns: int, now_ns: int) -> bytes | None:
-        """The reply to send back to the datagram's source, or None (dropped, counted).
-
-        `rx_ns` is when the datagram arrived (the kernel's receive timestamp where available),
-        `now_ns` the time on the same clock just before the reply is sent."""
+    def answer(self, data: bytes | bytearray, source_ip: str) -> bytearray | None:
+        """The reply to send back to the datagram's source (its dwell still to be stamped), or
+        None (dropped, counted)."""
         probe = decode(data)
         if probe is None or probe.kind != REQUEST:
             self.count("malformed")
@@ -152,4 +168,4 @@ class Responder:
         if not bucket.take(now) or not self._total.take(now):
             self.count("rate_limited")
             return None
-        return make_reply(data, now_ns - rx_ns)
+        return make_reply(data)
