@@ -4,9 +4,10 @@ health state keeps per series, on a fabric-sized store and on a node-sized one.
 
 The fabric store is filled the way the gNMI source fills it: one `SwitchState` per switch (the
 source's own ingest and columns), fed the serialized SubscribeResponses of the project's gNMI
-simulator (`SimSwitch`, nvidia-cumulus, PROTO: one notification per port and tree, every leaf of
-the sample), its snapshot published into a `Store`. Two sizes (default 16 and 32 switches x 64
-ports) give the slope. The node store holds what a node instance scores: 8 mlx5 devices' RDMA and
+simulator (`SimSwitch`, nvidia-cumulus, PROTO: the daemon's own Subscribe requests answered by the
+simulator's renderer, one notification per list entry as the Cumulus capture has them), its
+snapshot published into a `Store`. Two sizes (default 16 and 32 switches x 64 ports) give the
+slope. The node store holds what a node instance scores: 8 mlx5 devices' RDMA and
 NIC counters, 8 GPUs.
 
 Each pass advances simulated time by `--interval` (the health interval) and every counter slot
@@ -55,26 +56,26 @@ HEALTH = {"window": 60.0, "event_window": 300.0}
 
 
 def switch_messages(name: str, ports: int) -> list[bytes]:
-    """One full sample of one simulated switch as serialized SubscribeResponses, every tree
-    (interfaces, qos, lldp), one notification per port and tree as the simulator sends them."""
+    """One full sample of one simulated switch as serialized SubscribeResponses: the daemon's own
+    Subscribe requests for the profile, each answered by the simulator's renderer (the code its
+    gRPC server streams), so the notifications have the shape a real switch sends (Cumulus 5.16:
+    one per list entry, the leaves relative to it) and the decoded prefixes cost what they cost
+    live."""
     from pygnmi.spec.v080 import gnmi_pb2 as pb
 
-    from infrapulse.simulate.gnmi_target import SimSwitch, _proto_path, scalar_value
+    from infrapulse.simulate.gnmi_target import Renderer, SimSwitch
+    from infrapulse.sources.gnmi.profile import load_profiles
+    from infrapulse.sources.gnmi.session import subscribe_request
 
     neighbors = {i: (f"node{i:03d}", "eth0") for i in range(0, ports, 2)}
     switch = SimSwitch(name, PROFILE, ports=ports, neighbors=neighbors, frozen=True)
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for container, leaves in switch.containers():
-        depth = {"interfaces": 2, "qos": 3, "lldp": 3}[container[0][0]]
-        prefix, rest = container[:depth], container[depth:]
-        for leaf, value in leaves.items():
-            groups.setdefault(prefix, []).append((rest + ((leaf, ()),), value))
     out = []
-    for prefix, leaves in groups.items():
-        note = pb.Notification(timestamp=time.time_ns(), prefix=_proto_path(prefix, "openconfig"),
-                               update=[pb.Update(path=_proto_path(rel), val=scalar_value(v))
-                                       for rel, v in leaves])
-        out.append(pb.SubscribeResponse(update=note).SerializeToString())
+    for stream in load_profiles()[PROFILE].streams:
+        sl = subscribe_request(stream, "proto", 10.0).subscribe
+        prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
+        for sub in sl.subscription:
+            notes, _state = Renderer(switch, prefix, sub, sl.encoding).render()
+            out.extend(pb.SubscribeResponse(update=n).SerializeToString() for n in notes)
     return out
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Memory a live fabric instance keeps per series: tracemalloc (grouped by file:line) and RSS of a
 store filled the way the gNMI source fills it (bench/health_pass.py's `Fabric`: SwitchStates fed
-the simulator's SAMPLE notifications), with the health service warmed up (rings full, reports
+the simulator's SAMPLE notifications in the shape real switches send, one per list entry, so the
+decoded prefixes are held as live), with the health service warmed up (rings full, reports
 kept) and the /metrics encoder's label blocks built by one render, at two fabric sizes; the
 slope between them is the per-series cost (fixed costs cancel).
 
