@@ -99,3 +99,12 @@ def test_passthrough_families_with_any_engine_names(name, typ, rows):
 def test_values_are_written_as_float_to_go_string_writes_them(values):
     assert go_floats(values) == [floatToGoString(v) for v in values]
     assert [go_float(v) for v in values] == [floatToGoString(v) for v in values]
+
+
+def test_large_integer_counters_at_the_edges_of_the_exact_range():
+    """Ints of 7 to 16 digits are written from their own digits (below 2**53 a float holds them
+    exactly); past 2**53 and for negative ones, through the float, as floatToGoString."""
+    edges = [10**6 - 1, 10**6, 10**6 + 1, 10**7, 1_234_567_000, 10**15, 10**16 - 1, 2**53 - 1, 2**53,
+             2**53 + 1, 2**63 - 1, -(10**6), -(10**12) - 7, 99_990_000_000]
+    edges += [10**k - 1 for k in range(7, 17)] + [10**k + 10**(k - 3) for k in range(7, 17)]
+    assert [go_float(v) for v in edges] == [floatToGoString(v) for v in edges]

@@ -67,13 +67,17 @@ class FamilyEncoder:
         shown = family_name(shown, style)
         return [f"# HELP {shown} {help_text(family.help, style)}", f"# TYPE {shown} {shown_type}"]
 
-    def cache(self, caches: PrefixCaches, owner: tuple[str, str]) -> PrefixCache:
+    def _caches_by_owner(self, caches: PrefixCaches) -> dict[tuple[str, str], PrefixCache]:
         if self._epoch != caches.epoch:
             self._owner_caches = {}
             self._epoch = caches.epoch
-        cache = self._owner_caches.get(owner)
+        return self._owner_caches
+
+    def cache(self, caches: PrefixCaches, owner: tuple[str, str]) -> PrefixCache:
+        by_owner = self._caches_by_owner(caches)
+        cache = by_owner.get(owner)
         if cache is None:
-            cache = self._owner_caches[owner] = caches.get((*owner, *self._cache_tail))
+            cache = by_owner[owner] = caches.get((*owner, *self._cache_tail))
         cache.used = True
         return cache
 
@@ -106,18 +110,36 @@ class FamilyEncoder:
 
     # -- sample lines ------------------------------------------------------------------------------
 
+    def instances(self, instances: list[tuple[tuple[str, str], Mapping[Any, Any]]],
+                  caches: PrefixCaches) -> str:
+        """The header and the sample lines of every instance's series of this family, in order."""
+        parts = [self.header]
+        if not self.shared_blocks:
+            parts.extend([self._mixed_chunk(series, self.cache(caches, owner))
+                          for owner, series in instances])
+            return "".join(parts)
+        by_owner, head = self._caches_by_owner(caches), self.head
+        for owner, series in instances:
+            cache = by_owner.get(owner)
+            if cache is None:
+                cache = self.cache(caches, owner)
+            cache.used = True
+            if len(series) != 1:
+                parts.append(self.chunk(series, cache))
+                continue
+            # Most of a node's family instances: one series per device and port. Inlined, with
+            # no call per instance (a node render writes ~260 of them).
+            for key, value in series.items():
+                block = cache.prefixes.get(key)
+                if block is None:
+                    block = cache.prefixes[key] = self.block(key)
+                cache.looked_up += 1
+                parts.append(f"{head}{block}{go_float(value)}\n")
+        return "".join(parts)
+
     def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
         """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
-            if len(series) == 1:  # most of a node's families: one series per device and port
-                for key, value in series.items():
-                    prefixes = cache.prefixes
-                    block = prefixes.get(key)
-                    if block is None:
-                        block = prefixes[key] = self.block(key)
-                    cache.used = True
-                    cache.looked_up += 1
-                    return f"{self.head}{block}{go_float(value)}\n"
             blocks = cache.lookup(series.keys(), self.block, self.family.name)
             if len(blocks) <= 8:  # a node's per-device families: plain loops beat the bulk setup
                 head = self.head

@@ -27,10 +27,20 @@ def _exponent_form(s: str) -> str:
     return s
 
 
+# Below 2**53 every integer is a float exactly, and the shortest repr() of that float is the
+# integer's own digits: str() of the int gives repr(float)'s digits without the float.
+_EXACT_INT = 2**53
+
+
 def go_float(value: float) -> str:
     """One value, exactly as floatToGoString writes it."""
-    if type(value) is int and -1000000 < value < 1000000:  # a small counter: repr(float) is "<int>.0"
-        return f"{value}.0"
+    if type(value) is int:
+        if -1000000 < value < 1000000:  # a small counter: repr(float) is "<int>.0"
+            return f"{value}.0"
+        if 0 < value <= _EXACT_INT:  # a large counter (bytes, packets): 7 to 16 digits
+            digits = str(value)
+            mantissa = f"{digits[0]}.{digits[1:]}".rstrip("0.")
+            return mantissa + _EXPONENT[len(digits)]
     s = repr(float(value))
     special = _SPECIAL.get(s)
     if special is not None:

@@ -87,10 +87,5 @@ class StoreEncoder(_Encoders):
                 encoder = get_encoder(encoders, family, style)
                 yield encoder.header + encoder.chunk(own, encoder.cache(caches, DAEMON_OWNER))
         for name in sorted(by_family):
-            encoder = get_encoder(encoders, catalog.get(name), style)
-            chunk, cache = encoder.chunk, encoder.cache
-            parts = [encoder.header]
-            for owner, series in by_family[name]:
-                parts.append(chunk(series, cache(caches, owner)))
-            yield "".join(parts)
+            yield get_encoder(encoders, catalog.get(name), style).instances(by_family[name], caches)
         caches.sweep()
