@@ -282,6 +282,27 @@ def test_unmapped_leaves_are_counted_per_plan_not_per_leaf_and_ignored_ones_not_
     assert data(state, "infrapulse_switch_interface_received_bytes_total") == {("sw", "E1"): 7.0}
 
 
+def test_a_plan_replaced_under_the_same_shape_keeps_its_uncounted_unmapped_leaves():
+    """Same prefix, same update paths, but the mapped leaf's value kind changes (uint_val, then
+    int_val): a new plan replaces the first; the first plan's notifications still count."""
+    state = SwitchState("sw", load_profiles()["openconfig"])
+
+    def raw(val: pb.TypedValue) -> bytes:
+        return pb.SubscribeResponse(update=pb.Notification(
+            timestamp=1, prefix=to_proto("/interfaces/interface[name=E1]/state", "openconfig"),
+            update=[pb.Update(path=to_proto("counters/in-octets"), val=val),
+                    pb.Update(path=to_proto("counters/in-typo"), val=pb.TypedValue(uint_val=1))])
+        ).SerializeToString()
+
+    for _ in range(3):
+        feed(state, raw(pb.TypedValue(uint_val=7)))
+    for _ in range(2):
+        feed(state, raw(pb.TypedValue(int_val=9)))
+    state.publish_coverage()
+    assert list(state.coverage.unmapped.values()) == [5]
+    assert data(state, "infrapulse_switch_interface_received_bytes_total") == {("sw", "E1"): 9.0}
+
+
 def test_series_over_max_series_are_counted_in_the_store_too():
     store = Store()
     state = SwitchState("leaf01", SONIC, max_series=3, store=store)
