@@ -396,7 +396,8 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     # (Counted per instance, not per job: a total taken after the comparisons would race the probe
     # node's series, which came and went since its own comparison.)
     instances: dict[str, set[str]] = {}
-    for row in stack.vm.query(f'count by (job, instance) ({{job=~"infrapulse-.*", __name__!~"{NOT_SCRAPED}"}})'):
+    by_instance = f'count by (job, instance) ({{job=~"infrapulse-.*", __name__!~"{NOT_SCRAPED}"}})'
+    for row in stack.vm.query(by_instance):
         instances.setdefault(row["metric"]["job"], set()).add(row["metric"]["instance"])
     assert instances == {job: set(job_addresses) for job, job_addresses in stack.jobs.items()}
     per_job = {job: sum(matched[a] for a in job_addresses) for job, job_addresses in stack.jobs.items()}
