@@ -186,6 +186,57 @@ def test_drift_survives_a_restart_through_state_dir(tmp_path: Path, caplog: pyte
     assert "changed" not in caplog.text
 
 
+def test_a_reset_read_a_cycle_after_the_new_firmware_still_counts_as_with_the_firmware(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An upgrade writes fw_ver and resets DCQCN, but no read of many files is atomic: one cycle
+    can see the new firmware with the old configuration and the next the reset (the CI failure
+    where fw-upgrade-cc-reset paged nobody: firmware_changed="false")."""
+    root, sim = node(tmp_path)
+    wall = [1000.0]
+    c = RoceConfigCollector(FileReader(sim), str(root), wall=lambda: wall[0])
+    c.collect()
+    (root / "class" / "infiniband" / "mlx5_0" / "fw_ver").write_text("28.41.1000\n")
+    wall[0] += 2
+    (fw_only,) = c.collect()
+    assert fw_only.snapshot is not None and F.LAST_CHANGE_INFO.name not in fw_only.snapshot.series
+    write_netdev(root, IF, ecn={"roce_np": set(), "roce_rp": {3}}, rp=RP_DEFAULTS)
+    wall[0] += 2
+    (reset,) = c.collect()
+    assert reset.snapshot is not None
+    (info,) = reset.snapshot.series[F.LAST_CHANGE_INFO.name]
+    assert info[2] == "true"
+    assert reset.snapshot.series[F.CONFIG_CHANGES.name] == {(IF,): 1.0}
+    assert "firmware 28.39.1002 -> 28.41.1000" in caplog.text
+    assert c.known[IF].last_change["old_firmware"] == "28.39.1002"
+    # half the reset read with the firmware, the rest a cycle later: both halves are with it
+    write_netdev(root, IF)
+    c.collect()
+    (root / "class" / "infiniband" / "mlx5_0" / "fw_ver").write_text("28.41.1001\n")
+    write_netdev(root, IF, ecn={"roce_np": set(), "roce_rp": {3}})
+    wall[0] += 2
+    (half,) = c.collect()
+    assert half.snapshot is not None and half.snapshot.series[F.LAST_CHANGE_INFO.name] == {
+        (IF, "roce_np/enable/3 1->0", "true"): 1.0}
+    write_netdev(root, IF, ecn={"roce_np": set(), "roce_rp": {3}}, rp=RP_DEFAULTS)
+    wall[0] += 2
+    (rest,) = c.collect()
+    assert rest.snapshot is not None
+    ((_, _, fw_flag),) = rest.snapshot.series[F.LAST_CHANGE_INFO.name]
+    assert fw_flag == "true" and c.known[IF].last_change["old_firmware"] == "28.41.1000"
+    # a tuning re-applied by hand long after the upgrade is an ordinary change again
+    write_netdev(root, IF)
+    wall[0] += 2
+    c.collect()
+    (root / "class" / "infiniband" / "mlx5_0" / "fw_ver").write_text("28.42.1000\n")
+    c.collect()
+    write_netdev(root, IF, rp={**RP_TUNED, "rpg_ai_rate": 7})
+    wall[0] += 301
+    (late,) = c.collect()
+    assert late.snapshot is not None
+    (info,) = late.snapshot.series[F.LAST_CHANGE_INFO.name]
+    assert info == (IF, "roce_rp/rpg_ai_rate 20->7", "false")
+
+
 def test_unwritable_state_dir_is_reported(tmp_path: Path) -> None:
     root, sim = node(tmp_path)
     blocker = tmp_path / "file"

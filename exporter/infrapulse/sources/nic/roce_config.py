@@ -49,6 +49,10 @@ from .roce_config_read import (
 SRC = F.SRC
 log = logging.getLogger("infrapulse.source.roce_config")
 MAX_LISTED_CHANGES = 8
+# A configuration change up to this long after a firmware change still counts as "with the
+# firmware": an upgrade changes fw_ver and resets DCQCN together, but a cycle that reads the files
+# in between sees the new firmware with the old (or half the new) configuration.
+FIRMWARE_SETTLE_S = 300.0
 COVERED = (F.ECN_ENABLED, F.CC_PARAMETER, F.PFC_ENABLED, F.DSCP_PRIORITY, F.TRUST_INFO)  # coverage mappings
 
 
@@ -170,6 +174,10 @@ class _Known:
     firmware: str = ""
     changes: int = 0
     last_change: dict[str, Any] = field(default_factory=dict)
+    # The last firmware change (wall time, and the firmware before it): the configuration reset
+    # that comes with an upgrade can land a cycle later, since no read of many files is atomic.
+    firmware_changed_at: float = 0.0
+    previous_firmware: str = ""
 
 
 class StateFile:
@@ -195,7 +203,9 @@ class StateFile:
             if isinstance(item, dict):
                 out[name] = _Known(str(item.get("hash", "")), dict(item.get("settings") or {}),
                                    str(item.get("firmware", "")), int(item.get("changes", 0)),
-                                   dict(item.get("last_change") or {}))
+                                   dict(item.get("last_change") or {}),
+                                   float(item.get("firmware_changed_at", 0.0)),
+                                   str(item.get("previous_firmware", "")))
         return out
 
     def save(self, known: dict[str, _Known]) -> None:
@@ -203,7 +213,9 @@ class StateFile:
             return
         data = {"version": 1, "interfaces": {name: {"hash": k.hash, "settings": k.settings,
                                                     "firmware": k.firmware, "changes": k.changes,
-                                                    "last_change": k.last_change}
+                                                    "last_change": k.last_change,
+                                                    "firmware_changed_at": k.firmware_changed_at,
+                                                    "previous_firmware": k.previous_firmware}
                                              for name, k in sorted(known.items())}}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -357,21 +369,27 @@ class RoceConfigCollector:
             cfg.problems.append(f"{cfg.interface}: {cfg.unreadable} setting(s) unreadable: configuration "
                                 f"change tracking skipped this cycle")
             return bool(pending)
-        if known.hash == digest:
-            if known.firmware != cfg.firmware:  # firmware alone: remember it, not a config change
-                known.firmware = cfg.firmware
-                return True
-            return bool(pending)
+        now = self._wall()
+        firmware_moved = known.firmware != cfg.firmware
+        if firmware_moved:  # with or without a config change: the settle window starts now
+            known.previous_firmware, known.firmware_changed_at = known.firmware, now
+            known.firmware = cfg.firmware
+        if known.hash == digest:  # firmware alone is remembered, not a config change
+            return firmware_moved or bool(pending)
         changes = describe_changes(known.settings, settings)
-        fw_changed = bool(known.firmware) and known.firmware != cfg.firmware
-        fw_note = (f"; firmware {known.firmware} -> {cfg.firmware}" if fw_changed
+        # Within the window, the reset (or the rest of it, read a cycle later) came with that upgrade.
+        since_firmware = now - known.firmware_changed_at
+        with_firmware = known.firmware_changed_at > 0 and 0 <= since_firmware <= FIRMWARE_SETTLE_S
+        old_firmware = known.previous_firmware if with_firmware else known.firmware
+        fw_changed = bool(old_firmware) and old_firmware != cfg.firmware
+        fw_note = (f"; firmware {old_firmware} -> {cfg.firmware}" if fw_changed
                    else "; firmware unchanged")
         log.warning("%s: RoCE CC/QoS configuration changed: %s%s", cfg.interface, ", ".join(changes), fw_note,
                     extra={"interface": cfg.interface, "changes": changes, "firmware_changed": fw_changed,
                            "old_hash": known.hash, "new_hash": digest})
-        known.last_change = {"timestamp": self._wall(), "changes": changes, "firmware_changed": fw_changed,
-                             "old_firmware": known.firmware, "new_firmware": cfg.firmware}
-        known.hash, known.settings, known.firmware = digest, settings, cfg.firmware
+        known.last_change = {"timestamp": now, "changes": changes, "firmware_changed": fw_changed,
+                             "old_firmware": old_firmware, "new_firmware": cfg.firmware}
+        known.hash, known.settings = digest, settings
         if self._first:
             self._pending[cfg.interface] = 1
         else:

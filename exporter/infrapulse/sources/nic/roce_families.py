@@ -69,7 +69,7 @@ LAST_CHANGE_TS = _gauge(
 LAST_CHANGE_INFO = _info(
     "infrapulse_nic_roce_config_last_change_info",
     "The last configuration change: `changes` lists setting old->new (at most 8, then +N more); "
-    "firmware_changed is true when the firmware version changed with it.",
+    "firmware_changed is true when the firmware version changed with it (or at most 5m before it).",
     ("interface", "changes", "firmware_changed"))
 EXPECTED_MISMATCHES = _gauge(
     "infrapulse_nic_roce_config_expected_mismatches",
