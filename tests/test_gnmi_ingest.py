@@ -354,10 +354,22 @@ def test_switches_share_decoded_prefixes_and_a_prefix_makes_its_spare_dicts_on_f
         first.apply(n)
         second.apply(n)
     assert first._prefixes.keys() == second._prefixes.keys() and len(first._prefixes) > 20  # noqa: SLF001
+    keys = {raw: raw for raw in second._prefixes}  # noqa: SLF001
+    shared_plans = 0
     for raw, mine in first._prefixes.items():  # noqa: SLF001
         theirs = second._prefixes[raw]  # noqa: SLF001
         assert mine.elems is theirs.elems  # one copy for both switches
+        assert raw is keys[raw]  # the serialized prefix each keys its state by, too
         assert mine.elems == from_proto(pb.Path.FromString(raw), first.strip)  # and the path as sent
+        # and each plan's value signature and run pickers (the slots are each switch's own)
+        if mine.last is None or not mine.last.runs:
+            continue
+        assert theirs.last is not None and theirs.last.runs is not None
+        assert mine.last.signature is theirs.last.signature
+        assert len(mine.last.runs) == len(theirs.last.runs)
+        assert all(a[1] is b[1] for a, b in zip(mine.last.runs, theirs.last.runs))
+        shared_plans += 1
+    assert shared_plans > 20
     # an element (one port's interface entry) is one object in every prefix under it
     copies: dict[tuple, set[int]] = {}
     for pctx in first._prefixes.values():  # noqa: SLF001

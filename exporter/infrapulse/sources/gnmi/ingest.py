@@ -110,11 +110,19 @@ MAX_SHARED_PATHS = 100_000
 # prefix is ~1 kB of small tuples and strings; a 64-port switch sends ~2,600 of them.
 _PREFIX_PATHS: dict[ElemPath, ElemPath] = {}
 _PREFIX_ELEMS: dict[Elem, Elem] = {}
+# The serialized prefixes too (each switch's key for its prefix state): equal across switches
+# unless the target puts its own name in the prefix.
+_RAW_PREFIXES: dict[bytes, bytes] = {}
 MAX_SHARED_PREFIXES = 200_000
 # Notification shapes (every update path of a notification, as sent) repeat across the ports and
 # switches of one model: one shared copy each, process-wide. Bounded.
 _SHAPES: dict[bytes, bytes] = {}
 MAX_SHARED_SHAPES = 20_000
+# So do a plan's value signature and the pickers of its runs (the same positions in every port's
+# notification): one shared copy each, process-wide. Bounded.
+_SIGNATURES: dict[_Signature, _Signature] = {}
+_PICKERS: dict[tuple[int, ...], Callable[[Any], Any]] = {}
+MAX_SHARED_PLAN_PARTS = 20_000
 # Default per-switch limit on live series (one binding each); a 128-port switch with 8 queues
 # and every family needs about 12k.
 DEFAULT_MAX_SERIES = 50_000
@@ -135,6 +143,16 @@ def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
         found = (pk, tuple(_interned(elem) for elem in from_proto(path, strip)))
         if len(_REL_PATHS) < MAX_SHARED_PATHS:
             _REL_PATHS[(pk, strip)] = found
+    return found
+
+
+def _shared_raw_prefix(raw_prefix: bytes) -> bytes:
+    """One copy of a serialized prefix for every switch sending it. Bounded."""
+    found = _RAW_PREFIXES.get(raw_prefix)
+    if found is None:
+        found = raw_prefix
+        if len(_RAW_PREFIXES) < MAX_SHARED_PREFIXES:
+            _RAW_PREFIXES[raw_prefix] = raw_prefix
     return found
 
 
@@ -160,17 +178,34 @@ def _shared_shape(shape: bytes) -> bytes:
     return found
 
 
+def _shared_signature(signature: _Signature) -> _Signature:
+    """One copy of a plan's value signature for every prefix and switch sending it. Bounded."""
+    found = _SIGNATURES.get(signature)
+    if found is None:
+        found = signature
+        if len(_SIGNATURES) < MAX_SHARED_PLAN_PARTS:
+            _SIGNATURES[signature] = signature
+    return found
+
+
 def _raw_updates(raw: bytes) -> Any:
     """Each update of the notification in SubscribeResponse bytes `raw`, as its own raw bytes."""
     return wire.RawSubscribeResponse.FromString(raw).update.update
 
 
 def _picker(positions: list[int]) -> Callable[[Any], Any]:
-    """A C-level function taking a plan group's values out of the notification's value list."""
+    """A C-level function taking a plan group's values out of the notification's value list,
+    shared by every plan picking the same positions. Bounded."""
     first, last = positions[0], positions[-1]
-    if last - first + 1 == len(positions):  # contiguous (the usual case): one slice
-        return itemgetter(slice(first, last + 1))
-    return itemgetter(*positions)  # at least two positions here, so it returns a tuple
+    contiguous = last - first + 1 == len(positions)  # the usual case: one slice
+    key = (first, last) if contiguous else (-1, *positions)
+    found = _PICKERS.get(key)
+    if found is None:
+        # at least two positions when not contiguous, so itemgetter returns a tuple
+        found = itemgetter(slice(first, last + 1)) if contiguous else itemgetter(*positions)
+        if len(_PICKERS) < MAX_SHARED_PLAN_PARTS:
+            _PICKERS[key] = found
+    return found
 
 
 def _runs(writes: list[tuple[int, float, int, Column, LabelValues]]) -> tuple[_Run, ...]:
@@ -555,7 +590,7 @@ class SwitchState:
         over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
-                pctx = self._prefixes[raw_prefix] = _Prefix(
+                pctx = self._prefixes[_shared_raw_prefix(raw_prefix)] = _Prefix(
                     _shared_prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip)), self._retired)
                 return pctx
             except DecodeError:
@@ -665,7 +700,7 @@ class SwitchState:
         if writes is not None:
             for *_, column, labels in writes:
                 column.reveal(labels)  # the bulk write that follows fills every one
-        shape = _shared_shape(shape)
+        shape, signature = _shared_shape(shape), _shared_signature(signature)
         plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
                      tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
         pctx.keep_plan(shape, plan)
