@@ -12,10 +12,11 @@ the modules that declare every family it reads, so they are known whichever sour
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from infrapulse import catalog
+from infrapulse.health.readings import TargetNames
 from infrapulse.rates import CounterHistory, Rate
 from infrapulse.store import Histogram, LabelValues, Store, Value
 
@@ -105,6 +106,12 @@ class Readings:
 
     def end_pass(self) -> None:
         """The service's hook after each pass (the fast path drops per-pass caches): nothing here."""
+
+    def target_names(self, name: Callable[[LabelValues], str],
+                     labels: Callable[[LabelValues], dict[str, str]]) -> TargetNames:
+        """Names and label dicts built afresh on every call, as every pass did before they were
+        kept (not what this reference is about: the reports must not tell the two apart)."""
+        return TargetNames(name, labels)
 
     def label_names(self, family: str) -> tuple[str, ...]:
         names = self._label_cache.get(family)

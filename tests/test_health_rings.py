@@ -244,3 +244,39 @@ def test_measurement_equality_ignores_labels_as_before() -> None:
     assert a != Measurement("leaf01 Ethernet1", 0.5, "CRC") and b.labels == {}
     assert Measurement("x", 1.0).labels is not Measurement("x", 1.0).labels  # never a shared default
     assert a != ("leaf01 Ethernet1", 0.5, "FCS", {"switch": "leaf01"})  # only another Measurement
+
+
+def test_target_names_are_kept_from_pass_to_pass_and_bounded_by_the_store() -> None:
+    """A switch queue's name and label dict are built once and reused by the next passes; a
+    naming no signal asks for in a pass is dropped, and one holding more targets than the store
+    has series (queues that went away) starts afresh."""
+    store = Store()
+    snap = Snapshot(0.0)
+    for queue in range(3):
+        snap.add(QUEUES, ("leaf1", "Ethernet0", str(queue)), 1.0)
+    store.publish("gnmi", "leaf1", snap, 1e9)
+    readings = Readings(WINDOWS)
+    readings.update(store, {"window": {QUEUES}})
+    built: list[tuple[str, ...]] = []
+
+    def name(k: tuple[str, ...]) -> str:
+        built.append(k)
+        return " ".join(k)
+
+    def labels(k: tuple[str, ...]) -> dict[str, str]:
+        return {"switch": k[0], "queue": k[2]}
+
+    key = ("leaf1", "Ethernet0", "1")
+    first = readings.target_names(name, labels)[key]
+    assert first == ("leaf1 Ethernet0 1", {"switch": "leaf1", "queue": "1"})
+    readings.end_pass()
+    again = readings.target_names(name, labels)[key]
+    assert again[1] is first[1] and built == [key]  # kept: not built a second time
+    readings.end_pass()
+    readings.end_pass()  # a pass that did not ask for this naming drops it
+    assert readings.target_names(name, labels)[key][1] is not first[1] and built == [key, key]
+    gone = readings.target_names(name, labels)
+    for port in range(3 + 1024):  # more than the store's 3 series + 1024: some went away
+        gone[("leaf1", f"Ethernet{port}", "0")]
+    readings.end_pass()
+    assert len(readings.target_names(name, labels)) == 0

@@ -11,7 +11,7 @@ the modules that declare every family it reads, so they are known whichever sour
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -42,6 +42,24 @@ BornKey = tuple[str, str, str, str, LabelValues]  # (window kind,) + SeriesKey
 RingKey = tuple[str, str, str, str]  # (window kind, source, target, family)
 
 
+class TargetNames(dict[LabelValues, tuple[str, dict[str, str]]]):
+    """Label key -> (target name, its labels), built on first use and kept from pass to pass: a
+    fabric's switch queues and ports are the same every pass, and building a name and a label
+    dict per queue was a tenth of a pass. A hit is one dict subscript in C. The labels dict is
+    shared by every measurement of that target: read-only."""
+
+    __slots__ = ("name", "labels", "used")
+
+    def __init__(self, name: Callable[[LabelValues], str],
+                 labels: Callable[[LabelValues], dict[str, str]]) -> None:
+        super().__init__()
+        self.name, self.labels, self.used = name, labels, True
+
+    def __missing__(self, key: LabelValues) -> tuple[str, dict[str, str]]:
+        found = self[key] = (self.name(key), self.labels(key))
+        return found
+
+
 class _History(CounterHistory):
     def first_point(self, key: SeriesKey) -> tuple[float, float] | None:
         ring = self._points.get(key)
@@ -67,6 +85,8 @@ class Readings:
         self.rings: dict[RingKey, ColumnRing] = {}
         self._ring_index: dict[RingKey, dict[LabelValues, int]] = {}  # for increase(), per pass
         self.store: Store | None = None
+        # by (naming, labelling) function pair; see target_names()
+        self._targets: dict[tuple[Callable[..., object], Callable[..., object]], TargetNames] = {}
 
     # -- feeding -----------------------------------------------------------------------------
 
@@ -129,6 +149,23 @@ class Readings:
         self._ring_index.clear()
         for ring in self.rings.values():
             ring.forget_rates()
+        # Bounded: a naming no signal used this pass goes; one holding more targets than the
+        # store has series keeps gone ones (switches or ports removed) and starts afresh.
+        limit = (self.store.series_count() if self.store is not None else 0) + 1024
+        self._targets = {k: names for k, names in self._targets.items() if names.used}
+        for names in self._targets.values():
+            names.used = False
+            if len(names) > limit:
+                names.clear()
+
+    def target_names(self, name: Callable[[LabelValues], str],
+                     labels: Callable[[LabelValues], dict[str, str]]) -> TargetNames:
+        """The kept (target name, labels) of every label key named by `name` and `labels`."""
+        names = self._targets.get((name, labels))
+        if names is None:
+            names = self._targets[(name, labels)] = TargetNames(name, labels)
+        names.used = True
+        return names
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -52,8 +52,8 @@ class Measurement(_MeasurementFields):
         return hash(self[:3])
 
 
-# Measurement(*fields) without a Python-level call (all four fields, labels a fresh dict): the hot
-# loops build one per switch queue and port.
+# Measurement(*fields) without a Python-level call (all four fields; labels may be a dict kept
+# from pass to pass, Readings.target_names): the hot loops build one per switch queue and port.
 measurement: Callable[[tuple[str, float, str, dict[str, str]]], Measurement] = partial(
     tuple.__new__, Measurement)
 

@@ -53,12 +53,13 @@ SWQ_LABELS, SWP_LABELS, SWI_LABELS = label_maker(SWQ), label_maker(SWP), label_m
 def measure_switch_ecn(ctx: Context) -> list[Measurement]:
     marked = rates_by(ctx, "infrapulse_switch_queue_ecn_marked_packets_total", SWQ)
     sent = rates_by(ctx, "infrapulse_switch_queue_transmitted_packets_total", SWQ)
+    queues = ctx.readings.target_names(queue_name, SWQ_LABELS)
     out = []
     for k, m in marked.items():
         t = sent.get(k)
         if t is not None:
-            out.append(measurement((queue_name(k), ratio(m.increase, max(t.increase, m.increase)), "",
-                                    SWQ_LABELS(k))))
+            name, labels = queues[k]
+            out.append(measurement((name, ratio(m.increase, max(t.increase, m.increase)), "", labels)))
     return out
 
 
@@ -89,10 +90,11 @@ def global_pause_name(k: tuple[str, ...]) -> str:
 def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     """Share of the window a pause was in effect: PFC per priority (switch and NIC) and IEEE
     802.3x global pause per NIC, which stops the whole link (all priorities) just the same."""
+    priorities = ctx.readings.target_names(switch_prio_name, SWP_LABELS)
     out = []
     for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
-        out.append(measurement((switch_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""),
-                                SWP_LABELS(k))))
+        name, labels = priorities[k]
+        out.append(measurement((name, min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""), labels)))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
         out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
@@ -146,12 +148,13 @@ def measure_pause_storms(ctx: Context) -> list[Measurement]:
 def measure_queue_drops(ctx: Context) -> list[Measurement]:
     dropped = rates_by(ctx, "infrapulse_switch_queue_dropped_packets_total", SWQ)
     sent = rates_by(ctx, "infrapulse_switch_queue_transmitted_packets_total", SWQ)
+    queues = ctx.readings.target_names(queue_name, SWQ_LABELS)
     out = []
     for k, d in dropped.items():
         t = sent.get(k)
         if t is not None:
-            out.append(measurement((queue_name(k), ratio(d.increase, t.increase + d.increase), "",
-                                    SWQ_LABELS(k))))
+            name, labels = queues[k]
+            out.append(measurement((name, ratio(d.increase, t.increase + d.increase), "", labels)))
     return out
 
 
