@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from operator import itemgetter, mul
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
@@ -88,6 +88,7 @@ class _Missing(enum.Enum):
 
 
 _MISSING: Final = _Missing.MISSING
+_T = TypeVar("_T")
 # A notification's value kinds, in order, and how many values of each (see `_apply_bulk`).
 _Signature = tuple[tuple[FieldDescriptor, int], ...]
 # One slice assignment of a plan: (index of the value kind in the signature, picker of that
@@ -146,13 +147,14 @@ def _relative_path(pk: bytes, strip: bool) -> tuple[bytes, ElemPath]:
     return found
 
 
-def _shared_raw_prefix(raw_prefix: bytes) -> bytes:
-    """One copy of a serialized prefix for every switch sending it. Bounded."""
-    found = _RAW_PREFIXES.get(raw_prefix)
+def _shared(table: dict[_T, _T], value: _T, limit: int) -> _T:
+    """One copy of `value` for every prefix and switch sending it (serialized prefixes, shapes,
+    signatures). Bounded: past `limit` entries a value keeps its own copy."""
+    found = table.get(value)
     if found is None:
-        found = raw_prefix
-        if len(_RAW_PREFIXES) < MAX_SHARED_PREFIXES:
-            _RAW_PREFIXES[raw_prefix] = raw_prefix
+        found = value
+        if len(table) < limit:
+            table[value] = value
     return found
 
 
@@ -165,26 +167,6 @@ def _shared_prefix(path: ElemPath) -> ElemPath:
     if len(_PREFIX_PATHS) >= MAX_SHARED_PREFIXES:
         return path
     found = _PREFIX_PATHS[path] = tuple(_PREFIX_ELEMS.setdefault(e, e) for e in map(_interned, path))
-    return found
-
-
-def _shared_shape(shape: bytes) -> bytes:
-    """One copy of a notification shape for every prefix and switch sending it. Bounded."""
-    found = _SHAPES.get(shape)
-    if found is None:
-        found = shape
-        if len(_SHAPES) < MAX_SHARED_SHAPES:
-            _SHAPES[shape] = shape
-    return found
-
-
-def _shared_signature(signature: _Signature) -> _Signature:
-    """One copy of a plan's value signature for every prefix and switch sending it. Bounded."""
-    found = _SIGNATURES.get(signature)
-    if found is None:
-        found = signature
-        if len(_SIGNATURES) < MAX_SHARED_PLAN_PARTS:
-            _SIGNATURES[signature] = signature
     return found
 
 
@@ -590,7 +572,7 @@ class SwitchState:
         over_limit = self.bound >= self.max_series or len(self._prefixes) >= self.max_series
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
-                pctx = self._prefixes[_shared_raw_prefix(raw_prefix)] = _Prefix(
+                pctx = self._prefixes[_shared(_RAW_PREFIXES, raw_prefix, MAX_SHARED_PREFIXES)] = _Prefix(
                     _shared_prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip)), self._retired)
                 return pctx
             except DecodeError:
@@ -700,7 +682,8 @@ class SwitchState:
         if writes is not None:
             for *_, column, labels in writes:
                 column.reveal(labels)  # the bulk write that follows fills every one
-        shape, signature = _shared_shape(shape), _shared_signature(signature)
+        shape = _shared(_SHAPES, shape, MAX_SHARED_SHAPES)
+        signature = _shared(_SIGNATURES, signature, MAX_SHARED_PLAN_PARTS)
         plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
                      tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
         pctx.keep_plan(shape, plan)
