@@ -164,9 +164,12 @@ def main() -> None:
     kept = [c for r in registry._encoders.values() for c in r.caches._caches.values()]
     blocks = sum(len(c.prefixes) for c in kept)
     size = sum(sys.getsizeof(c.prefixes) + sum(map(sys.getsizeof, c.prefixes.values()))
-               + sum(sys.getsizeof(k) + sys.getsizeof(f) for k, f in c.last.values()) for c in kept)
+               # what each family's last lookup found, and the copy of its keys where one is kept
+               # (a gNMI column is recognised by its keys_version; older trees kept a copy)
+               + sum(sys.getsizeof(last[-1]) + (sys.getsizeof(last[0]) if isinstance(last[0], list) else 0)
+                     for last in c.last.values()) for c in kept)
     print(f"kept prefixes: {blocks:,} label blocks for {store.series_count():,} series, "
-          f"{size / 1e6:.1f} MB with their per-family key lists")
+          f"{size / 1e6:.1f} MB with their per-family lookups")
 
 
 def before_the_encoder(args: argparse.Namespace) -> None:

@@ -173,6 +173,56 @@ def test_values_and_label_sets_that_change_between_renders_stay_identical():
         assert render_body(registry, encoder) == encoder(registry)
 
 
+def test_a_column_whose_series_change_at_an_unchanged_count_gets_its_new_label_blocks():
+    """A column's kept blocks are reused by its `keys_version`, with no copy of its keys: a
+    series gone and another written in the same interval (the count unchanged), a series held
+    and written, and a compaction (slots renumbered, keys unchanged) all render right."""
+    store = Store()
+    family = catalog.declare("infrapulse_test_exposition_column_bytes_total", catalog.COUNTER, "h",
+                             ("target", "port"), source="test")
+    slots = Slots()
+    column = slots.column()
+    for i in range(40):
+        column.acquire(("sw", f"p{i}"))
+        column[("sw", f"p{i}")] = float(i)
+    snap = Snapshot()
+    snap.series[family.name] = column
+    store.publish("test", "sw", snap, 1e9)
+    registry = registry_of(store)
+    text, _ = choose_encoder("")
+
+    def lines() -> list[str]:
+        body = render_body(registry, text)
+        assert body == text(registry)
+        return [line for line in body.decode().splitlines() if line.startswith(family.name)]
+
+    assert len(lines()) == 40
+    version = column.keys_version
+    column[("sw", "p3")] = 1e9  # a value only: the keys, and their version, stay
+    assert column.keys_version == version and '{port="p3",target="sw"} 1e+09' in "\n".join(lines())
+    column.release(("sw", "p0"))
+    column.acquire(("sw", "new"))
+    column[("sw", "new")] = 5.0
+    assert len(column) == 40 and column.keys_version == version + 2
+    shown = lines()
+    assert len(shown) == 40 and not any('port="p0"' in line for line in shown)
+    assert shown[-1] == f'{family.name}{{port="new",target="sw"}} 5.0'
+    column.acquire(("sw", "held"))  # held, not written: not shown, the keys unchanged
+    assert column.keys_version == version + 2 and len(lines()) == 40
+    column.reveal(("sw", "held"))
+    assert column.keys_version == version + 3 and len(lines()) == 41
+    for i in range(1, 30):
+        column.release(("sw", f"p{i}"))
+    slots.compact([column])
+    assert [line.split("{")[1].split(",")[0] for line in lines()] == [
+        'port="p30"', *[f'port="p{i}"' for i in range(31, 40)], 'port="new"', 'port="held"']
+    encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
+    list(encoder.render(Style()))
+    kept = [last for cache in encoder.caches._caches.values()  # noqa: SLF001
+            for name, last in cache.last.items() if name == family.name]
+    assert len(kept) == 1 and kept[0][0] is column and kept[0][1] == column.keys_version
+
+
 def test_kept_prefixes_follow_the_live_series():
     store = Store()
     family = catalog.declare("infrapulse_test_exposition_bytes_total", catalog.COUNTER, "h",

@@ -140,7 +140,7 @@ class FamilyEncoder:
     def chunk(self, series: Mapping[Any, Any], cache: PrefixCache) -> str:
         """The sample lines of one instance's series of this family, each ending in a newline."""
         if self.shared_blocks:
-            blocks = cache.lookup(series.keys(), self.block, self.family.name)
+            blocks = cache.lookup(series, self.block, self.family.name)
             if len(blocks) <= 8:  # a node's per-device families: plain loops beat the bulk setup
                 head = self.head
                 return "".join([f"{head}{block}{value}\n"

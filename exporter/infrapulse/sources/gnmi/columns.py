@@ -94,13 +94,16 @@ class Column(Mapping[LabelValues, float]):
     bulk write into its slot, makes it visible.
     """
 
-    __slots__ = ("_slots", "index", "unset", "extra_refs")
+    __slots__ = ("_slots", "index", "unset", "extra_refs", "keys_version")
 
     def __init__(self, slots: Slots) -> None:
         self._slots = slots
         self.index: dict[LabelValues, int] = {}  # visible series
         self.unset: dict[LabelValues, int] = {}  # held, not written yet
         self.extra_refs: dict[LabelValues, int] = {}  # holders beyond the first, rare
+        # Bumped whenever a visible series comes or goes (`keys()` changes): the exposition
+        # encoder then knows its kept prefixes still line up, without a copy of the keys.
+        self.keys_version = 0
 
     def acquire(self, labels: LabelValues) -> None:
         if labels in self.index or labels in self.unset:
@@ -115,13 +118,17 @@ class Column(Mapping[LabelValues, float]):
                 del self.extra_refs[labels]
             else:
                 self.extra_refs[labels] = extra - 1
-        elif self.index.pop(labels, None) is not None or self.unset.pop(labels, None) is not None:
+        elif self.index.pop(labels, None) is not None:
+            self._slots.live -= 1
+            self.keys_version += 1
+        elif self.unset.pop(labels, None) is not None:
             self._slots.live -= 1
 
     def reveal(self, labels: LabelValues) -> None:
         slot = self.unset.pop(labels, None)
         if slot is not None:
             self.index[labels] = slot
+            self.keys_version += 1
 
     def slot(self, labels: LabelValues) -> int:
         slot = self.index.get(labels)
@@ -131,6 +138,7 @@ class Column(Mapping[LabelValues, float]):
         slot = self.index.get(labels)
         if slot is None:
             slot = self.index[labels] = self.unset.pop(labels)  # KeyError: never acquired
+            self.keys_version += 1
         self._slots.values[slot] = value
 
     # -- Mapping: what readers use ------------------------------------------------------------

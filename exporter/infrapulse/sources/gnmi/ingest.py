@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import repeat
 from operator import itemgetter, mul
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
@@ -244,16 +244,16 @@ class _Entity:
 class Binding:
     """Where one leaf path's value goes."""
 
-    # Memory matters (one per series, 250k+ per instance): the path is kept as the prefix shared
-    # by every binding of one notification prefix plus a process-wide shared relative path.
-    __slots__ = ("prefix", "rel", "rule", "series", "labels", "column", "sample", "seen",
-                 "entity", "home", "key", "owner", "mapping")
+    # Memory matters (one per series, 250k+ per instance): what the notification prefix's state
+    # (`owner`) holds is not kept again here. The path is that prefix's plus a process-wide
+    # shared relative path; the dict holding the binding is the owner's. 10 slots: 112 bytes
+    # with the object and GC headers (13 took 144, pymalloc rounding to 16).
+    __slots__ = ("rel", "rule", "series", "labels", "column", "sample", "entity", "key", "owner",
+                 "mapping")
 
-    def __init__(self, prefix: ElemPath, rel: ElemPath, rule: Rule,
-                 series: Column | dict[LabelValues, float], labels: LabelValues, sample: bool,
-                 home: dict[Any, Binding | None], key: Any, entity: _Entity | None = None,
+    def __init__(self, rel: ElemPath, rule: Rule, series: Column | dict[LabelValues, float],
+                 labels: LabelValues, sample: bool, key: Any, entity: _Entity | None = None,
                  owner: _Prefix | None = None, mapping: str = "", column: Column | None = None) -> None:
-        self.prefix = prefix
         self.rel = rel
         self.rule = rule
         self.series = series  # a Column; the _info dict for the parts of an entity
@@ -264,12 +264,10 @@ class Binding:
         plain = rule.values is None and not (rule.time_format or rule.per_port_speed)
         self.column = column if plain else None
         self.sample = sample
-        self.seen = 0
         self.entity = entity
-        self.home = home  # the cache dict holding this binding, and its key there
-        self.key = key
+        self.key = key  # its key in the dict holding it (the owner's bindings, or the JSON ones)
         # PROTO leaves are refreshed per notification prefix (one store per notification instead
-        # of one per leaf); JSON leaves carry their own tick.
+        # of one per leaf); JSON leaves (no owner: `JsonBinding`) carry their own tick.
         self.owner = owner
         self.mapping = mapping  # the subscribed path it came under (coverage)
 
@@ -280,11 +278,37 @@ class Binding:
 
     @property
     def last_seen(self) -> int:
-        return self.owner.seen if self.owner is not None else self.seen
+        return self.owner.seen if self.owner is not None else 0
 
     @property
     def path(self) -> ElemPath:
-        return self.prefix + self.rel
+        return self.owner.elems + self.rel if self.owner is not None else self.rel
+
+
+class JsonBinding(Binding):
+    """A leaf of a JSON value: its path is whole in `rel` (its key in the switch's JSON bindings)
+    and it carries its own tick, the time it was last written."""
+
+    __slots__ = ("seen",)
+
+    def __init__(self, rel: ElemPath, rule: Rule, series: Column | dict[LabelValues, float],
+                 labels: LabelValues, sample: bool, entity: _Entity | None = None, mapping: str = "",
+                 column: Column | None = None) -> None:
+        super().__init__(rel, rule, series, labels, sample, rel, entity, None, mapping, column)
+        self.seen = 0
+
+    @property
+    def last_seen(self) -> int:
+        return self.seen
+
+
+def _binding(rel: ElemPath, rule: Rule, series: Column | dict[LabelValues, float], labels: LabelValues,
+             sample: bool, key: Any, entity: _Entity | None, owner: _Prefix | None, mapping: str,
+             column: Column | None) -> Binding:
+    """A leaf's binding: under a notification prefix (`owner`), or a JSON leaf's (no owner)."""
+    if owner is None:
+        return JsonBinding(rel, rule, series, labels, sample, entity, mapping, column)
+    return Binding(rel, rule, series, labels, sample, key, entity, owner, mapping, column)
 
 
 class _Plan:
@@ -309,11 +333,12 @@ class _Prefix:
     """One notification prefix (raw bytes as sent): its bindings by raw update path, and plans
     for the bulk path by notification shape (its update path fields, in order)."""
 
-    __slots__ = ("elems", "bindings", "plans", "last", "seen", "misses", "retired")
+    # 6 slots: 80 bytes with the headers, one per prefix of every switch (7 took 96). Dropped
+    # plans whose hits are not counted yet go to the switch's `retired` list, passed in.
+    __slots__ = ("elems", "bindings", "plans", "last", "seen", "misses")
 
-    def __init__(self, elems: ElemPath, retired: list[_Plan]) -> None:
+    def __init__(self, elems: ElemPath) -> None:
         self.elems = elems
-        self.retired = retired  # the switch's list of dropped plans whose hits are not counted yet
         self.bindings: dict[bytes, Binding | None] = {}
         # unmapped paths cached as None in `bindings` that no `ignore` pattern covers:
         # raw path -> (subscribed path, full path as text), for the coverage counts. Most
@@ -335,7 +360,7 @@ class _Prefix:
             return self.plans.values()
         return (self.last,) if self.last is not None else ()
 
-    def keep_plan(self, shape: bytes, plan: _Plan) -> None:
+    def keep_plan(self, shape: bytes, plan: _Plan, retired: list[_Plan]) -> None:
         """Make `plan` the one for `shape` (and `last`). One shape needs no dict: `last` holds
         it; a second shape makes `plans`. A replaced plan's uncounted hits are retired."""
         plans, last = self.plans, self.last
@@ -345,16 +370,16 @@ class _Prefix:
             if plans is None:
                 plans = self.plans = {last.shape: last} if last is not None else {}
             elif len(plans) >= MAX_PLANS_PER_PREFIX:
-                self.forget_plans()  # a switch whose updates vary in shape: keep only recent ones
+                self.forget_plans(retired)  # a switch whose updates vary in shape: keep only recent ones
                 plans = self.plans = {}
             replaced = plans.get(shape)
             plans[shape] = plan
         if replaced is not None and replaced is not plan and replaced.hits:
-            self.retired.append(replaced)
+            retired.append(replaced)
         self.last = plan
 
-    def forget_plans(self) -> None:
-        self.retired.extend(plan for plan in self.all_plans() if plan.hits)
+    def forget_plans(self, retired: list[_Plan]) -> None:
+        retired.extend(plan for plan in self.all_plans() if plan.hits)
         self.plans = None
         self.last = None
 
@@ -494,7 +519,7 @@ class SwitchState:
         would wait for Python's cyclic GC, and a fabric-wide resync would hold two of them."""
         for pctx in self._prefixes.values():
             pctx.bindings.clear()
-            pctx.forget_plans()
+            pctx.forget_plans(self._retired)
         self._prefixes.clear()
         self._retired.clear()
         self._json_bindings.clear()
@@ -559,7 +584,7 @@ class SwitchState:
         bindings it displaced, then apply the notification again without them, so that none of
         them wrote last (its updates are counted once)."""
         for b in self._ranks.take_displaced():
-            if b.home.get(b.key) is b:
+            if self._home(b.owner).get(b.key) is b:
                 self._remove(b)
         key = self._key
         counted = self._updates[key], self._malformed[key]
@@ -573,7 +598,7 @@ class SwitchState:
         if not over_limit:  # a new prefix could only bring new series (or unmapped paths to remember)
             try:
                 pctx = self._prefixes[_shared(_RAW_PREFIXES, raw_prefix, MAX_SHARED_PREFIXES)] = _Prefix(
-                    _shared_prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip)), self._retired)
+                    _shared_prefix(from_proto(pb.Path.FromString(raw_prefix), self.strip)))
                 return pctx
             except DecodeError:
                 pass
@@ -661,8 +686,7 @@ class SwitchState:
                         path, rel = _relative_path(path, self.strip)
                     except DecodeError:
                         return None
-                    b = self._bind(pctx.elems, rel, bindings, path, pctx, hold=False,
-                                   note_miss=pctx.note_miss)
+                    b = self._bind(rel, path, pctx, hold=False, note_miss=pctx.note_miss)
                     if b is not None:
                         fresh.append(((slots[kind], b.rule.scale, position), b))
                 if b is None:  # an unmapped leaf (or one held back)
@@ -686,7 +710,7 @@ class SwitchState:
         signature = _shared(_SIGNATURES, signature, MAX_SHARED_PLAN_PARTS)
         plan = _Plan(shape, signature, None if writes is None else _runs(writes), len(paths),
                      tuple((mapping, sample, n) for mapping, (sample, n) in unmapped.items()))
-        pctx.keep_plan(shape, plan)
+        pctx.keep_plan(shape, plan, self._retired)
         return plan
 
     def _apply_each(self, pctx: _Prefix, raw_updates: Any) -> int:
@@ -713,7 +737,7 @@ class SwitchState:
                     except DecodeError:
                         bad += 1
                         continue
-                    b = self._bind(pctx.elems, rel, pctx.bindings, pk, pctx, note_miss=pctx.note_miss)
+                    b = self._bind(rel, pk, pctx, note_miss=pctx.note_miss)
                 if b is None:
                     miss = pctx.misses.get(u.path)
                     if miss is not None:
@@ -764,14 +788,14 @@ class SwitchState:
         for leaf, value in flatten_json(path, doc, self.profile.list_keys, self.strip):
             b = cache.get(leaf, _MISSING)
             if b is _MISSING:
-                b = self._bind((), leaf, cache, leaf, note_miss=misses.__setitem__)
+                b = self._bind(leaf, leaf, None, note_miss=misses.__setitem__)
             if b is None:
                 found = misses.get(leaf)
                 if found is not None:
                     unmapped += 1
                     miss = miss or found
                 continue
-            b.seen = tick
+            cast(JsonBinding, b).seen = tick
             try:
                 self._set(b, value)
             except MalformedValue:
@@ -819,7 +843,7 @@ class SwitchState:
 
     def _forget_plans(self) -> None:
         for pctx in self._prefixes.values():
-            pctx.forget_plans()
+            pctx.forget_plans(self._retired)
 
     def _set(self, b: Binding, value: Any) -> None:
         entity = b.entity
@@ -867,14 +891,16 @@ class SwitchState:
         delta = raw - last if raw >= last else raw  # a reset on the switch starts from 0
         b.series[b.labels] = float(b.series[b.labels]) + delta * b.rule.scale / speed
 
-    def _bind(self, prefix: ElemPath, rel: ElemPath, home: dict[Any, Binding | None], key: Any,
-              owner: _Prefix | None = None, hold: bool = True,
+    def _bind(self, rel: ElemPath, key: Any, owner: _Prefix | None, hold: bool = True,
               note_miss: Callable[[Any, tuple[str, str]], None] | None = None) -> Binding | None:
-        """The binding of a leaf path (cached in `home` under `key`), or None when it is unmapped,
-        over the series limit or held back (its port is not known yet). With hold=False the
-        caller gives the series its slot. Unmapped paths no `ignore` pattern covers are noted in
-        through `note_miss(key, (subscribed path, path text))` for the coverage counts."""
-        path = prefix + rel
+        """The binding of a leaf path, `rel` under the notification prefix `owner` (None: a
+        JSON leaf, `rel` is its whole path), cached in its home dict under `key`; None when it
+        is unmapped, over the series limit or held back (its port is not known yet). With
+        hold=False the caller gives the series its slot. Unmapped paths no `ignore` pattern
+        covers are noted in through `note_miss(key, (subscribed path, path text))` for the
+        coverage counts."""
+        home = self._home(owner)
+        path = owner.elems + rel if owner is not None else rel
         found = self.profile.resolve(path)
         if found is None:
             if self._unmapped < MAX_UNMAPPED_CACHED:
@@ -915,13 +941,12 @@ class SwitchState:
             entity = self._entities.get(ekey)
             if entity is None:
                 entity = self._entities[ekey] = _Entity(info, fixed, family.labels)
-            binding = Binding(prefix, rel, rule, info, (), sample, home, key, entity, owner, mapping)
+            binding = _binding(rel, rule, info, (), sample, key, entity, owner, mapping, None)
         else:
             column = self._column(family.name)
             labels = tuple(fixed[name] for name in family.labels)
             labels = self._label_tuples.setdefault(labels, labels)  # share equal tuples
-            binding = Binding(prefix, rel, rule, column, labels, sample, home, key, None, owner, mapping,
-                              column)
+            binding = _binding(rel, rule, column, labels, sample, key, None, owner, mapping, column)
             if rule.rank is not None and not self._ranks.claim(binding, owner):
                 self.coverage.outranked(mapping)
                 return None  # a better-ranked leaf feeds this series; not cached: it may bind later
@@ -932,6 +957,10 @@ class SwitchState:
         if binding.counts_as_series:
             self.coverage.bound(mapping, 1)
         return binding
+
+    def _home(self, owner: _Prefix | None) -> dict[Any, Binding | None]:
+        """The dict bindings under `owner` are cached in (by raw update path; JSON leaves: by path)."""
+        return owner.bindings if owner is not None else self._json_bindings
 
     def _column(self, family: str) -> Column:
         """A numeric family's series: a column over the switch's slots."""
@@ -976,20 +1005,20 @@ class SwitchState:
             self._remove(b)
         columns = [s for s in self._families.values() if isinstance(s, Column)]
         if self.slots.compact_if_sparse(columns):  # slot numbers changed: no plan may keep them
-            for pctx in self._prefixes.values():
-                pctx.forget_plans()
+            self._forget_plans()
 
     def _remove(self, b: Binding) -> None:
-        if b.home.pop(b.key, None) is not None:
+        if self._home(b.owner).pop(b.key, None) is not None:
             self.bound -= 1
             if b.counts_as_series:
                 self.coverage.bound(b.mapping, -1)
         if b.rule.rank is not None:
-            self._ranks.release(b)
+            for owner in self._ranks.release(b):  # prefixes whose plans skipped a worse-ranked leaf
+                owner.forget_plans(self._retired)
         if b.rule.per_port_speed:
             self._quanta.pop((b.rule.family.name, b.labels), None)
         if b.owner is not None:
-            b.owner.forget_plans()  # plans write straight into slots: none may outlive a binding
+            b.owner.forget_plans(self._retired)  # plans write straight into slots: none may outlive a binding
         entity = b.entity
         if entity is not None:
             # The entity itself stays: its other parts' bindings still point at it.

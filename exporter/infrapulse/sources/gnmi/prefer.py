@@ -21,6 +21,7 @@ reached through two notification prefixes, or a leaf sent both module-qualified 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,18 +72,18 @@ class Preferences:
             self._waiting.setdefault(key, set()).add(owner)
         return False
 
-    def release(self, binding: Binding) -> None:
-        """`binding` is being removed: if it fed its series, worse-ranked leaves may bind again."""
+    def release(self, binding: Binding) -> Iterable[Any]:
+        """`binding` is being removed: if it fed its series, worse-ranked leaves may bind again.
+        Returns the prefix states whose plans must be forgotten for that (they skipped one)."""
         key = (binding.rule.family.name, binding.labels)
         feeders = self._feeders.get(key)
         if feeders is None or binding not in feeders.bindings:
-            return  # a displaced binding: it no longer feeds anything
+            return ()  # a displaced binding: it no longer feeds anything
         feeders.bindings.remove(binding)
         if feeders.bindings:
-            return
+            return ()
         del self._feeders[key]
-        for owner in self._waiting.pop(key, ()):
-            owner.forget_plans()
+        return self._waiting.pop(key, ())
 
     def take_displaced(self) -> list[Binding]:
         displaced, self.displaced = self.displaced, []
