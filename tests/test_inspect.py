@@ -83,7 +83,9 @@ def test_queue_growing_with_arrivals_flat_and_the_fabric_pausing_is_the_network(
                pause("ens2f0np0 priority 3 rx"): 0.0001}
     faulty = {waiting("llama"): 12.0, itl("llama"): 0.2, pause("ens1f0np0 priority 3 rx"): 0.8,
               pause("ens2f0np0 priority 3 rx"): 0.0002}
-    crossing = p.run(45, 25, healthy, faulty, {finished("llama"): (4.0, 4.0)})
+    # Paused, the engine finishes 3 a second while 4 arrive: the queue's 11 more over the since
+    # window's 11 s are the missing one a second, and arrivals stay at 4 (3 + 11/11).
+    crossing = p.run(45, 25, healthy, faulty, {finished("llama"): (4.0, 3.0)})
     verdict, layers = p.verdict(crossing)
     assert (verdict.layer, verdict.cause, verdict.target) == ("network", "network", "ens1f0np0 priority 3 rx")
     top = layers["network"][0]
@@ -104,6 +106,28 @@ def test_queue_growing_with_arrivals_and_a_calm_fabric_is_a_saturated_engine() -
     assert (verdict.layer, verdict.cause, verdict.target) == ("queue", "engine_saturated", "endpoint llama")
     assert "waiting x30 with arrivals x5" in verdict.text
     assert "compute: normal" in verdict.text and "network: normal" in verdict.text
+
+
+def test_a_load_that_grew_before_the_score_fell_is_still_a_saturated_engine() -> None:
+    """The queue takes time to build: arrivals went x4 thirteen passes before the score fell, so
+    most of the before window already holds the new load (its mean arrivals x2.8: x1.4 against
+    the since window, not "grown"). The baseline is the lower of the window's and its first
+    third's, and the queue's growth is measured over the same passes as the finished rate."""
+    p = Passes()
+    load_at, score_at = 19, 32
+    done = queued = 0.0
+    for i in range(50):
+        loaded = i >= load_at
+        done += 11.0 if loaded else 4.0  # saturated: 11 finish a second while 16 arrive
+        queued += 5.0 if loaded else 0.0
+        p.recorder.observe(T0 + i * STEP, [(finished("llama"), done), (waiting("llama"), 1.0 + queued)],
+                           40.0 if i >= score_at else 100.0, {})
+    crossing = T0 + score_at * STEP
+    verdict, layers = p.verdict(crossing)
+    arrivals = next(f for f in layers["queue"] if f.meta.metric == "arrivals")
+    assert arrivals.before == pytest.approx(4.0) and arrivals.since == pytest.approx(16.0)
+    assert (verdict.layer, verdict.cause, verdict.target) == ("queue", "engine_saturated", "endpoint llama")
+    assert "with arrivals x4" in verdict.text
 
 
 def test_queue_growing_with_arrivals_flat_and_a_calm_fabric_is_a_slow_engine() -> None:

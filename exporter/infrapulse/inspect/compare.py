@@ -118,13 +118,17 @@ def value(recorder: Recorder, key: Key, window: tuple[float, float]) -> float | 
     return counter_rate(points) if counter else gauge_mean(points)
 
 
-def edge(recorder: Recorder, key: Key, window: tuple[float, float]) -> tuple[float, float] | None:
-    """(first, last) value of a gauge inside `window` (the growth of a queue)."""
+def growth(recorder: Recorder, key: Key, window: tuple[float, float]) -> float | None:
+    """How fast a gauge grew over `window` (a queue filling), per second: from the point just
+    before the window to the last inside it, over the time between them, as `counter_rate`
+    measures a counter over the same recorder passes (so the two add up)."""
     ring = recorder.points.get(key)
     if ring is None:
         return None
-    points = _points(ring, window[0], window[1], False)
-    return (points[0][1], points[-1][1]) if points else None
+    points = _points(ring, window[0], window[1], True)
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return None
+    return (points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0])
 
 
 def movement(meta: Meta, before: float | None, since: float | None) -> float:
