@@ -331,6 +331,25 @@ async def test_cumulus_busy_subscription_setup_is_retried_promptly_and_is_no_fai
         assert len(got) == 2 + 2 * 8 + 2 * 8
 
 
+async def test_a_busy_pause_longer_than_the_stall_timeout_is_no_stall(monkeypatch: pytest.MonkeyPatch):
+    """The back-off between busy refusals is the daemon's own wait: the watchdog must not read it
+    as the switch's silence (CI: a 0.8-1.6 s pause under a 1 s stall_timeout became "stalled")."""
+    from infrapulse.sources.gnmi import session
+    monkeypatch.setattr(session, "BUSY_RETRY_INITIAL", 4.0)  # every pause 2-4 s, past stall_timeout 1s
+    monkeypatch.setattr(session, "BUSY_RETRY_CAP", 4.0)
+    switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)
+    target = GnmiTarget(switch, busy_setups=10**6)
+    async with serving(target), running_source({
+        "defaults": {"insecure": True, "sample_interval": "1s", "stall_timeout": "1s"},
+        "targets": [target_entry(target)],
+    }) as (_, store):
+        await wait_for(lambda: ("gnmi", "leaf01") in store.status
+                       and store.status[("gnmi", "leaf01")].errors >= 1, timeout=15)
+        status = store.status[("gnmi", "leaf01")]
+        assert (status.reason, status.errors) == ("busy", 1)
+        assert target.busy_refusals == 2  # refused, paused, refused again past the 1 s: then busy
+
+
 async def test_a_switch_that_stays_busy_gets_a_clear_reason():
     switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)
     target = GnmiTarget(switch, busy_setups=10**6)

@@ -267,14 +267,16 @@ class SwitchSession:
                     raise  # it was streaming: a real failure
                 if is_busy(exc):
                     # Not a failure: the switch answered, and will take the stream shortly.
-                    self._last_rx_mono = time.monotonic()
                     waited = time.monotonic() - started
                     if waited > self.stall_timeout:
                         raise SessionError("busy",
                                            f"the switch kept refusing a subscription for {waited:.0f}s: "
-                                                   f"{exc.details()}") from None
+                                           f"{exc.details()}") from None
                     self.busy_retries += 1
-                    await asyncio.sleep(busy.delay())
+                    pause = busy.delay()
+                    # The pause is ours, not the switch's silence: the watchdog must not call it a stall.
+                    self._last_rx_mono = time.monotonic() + pause
+                    await asyncio.sleep(pause)
                     continue
                 if stream.optional and exc.code() in REFUSED_CODES:
                     self._skip(stream, index, exc, synced)
