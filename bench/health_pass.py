@@ -21,11 +21,15 @@ loop, wherever it ran (gc.callbacks: a pass that defers collections must not hid
 memory of the health state (tracemalloc: what the service holds after the warm-up passes, after
 GC) per series; a digest of every pass's report (report_json).
 
-`--before REF` measures the tree of git commit REF in a child process (git archive into a
-temporary folder, same bench code) and prints both side by side, and whether the two trees'
-reports were identical pass for pass.
+`--before REF` measures the tree of git commit REF and this tree, each in its own child process
+(git archive into a temporary folder, same bench code), alternated ABBA over `--rounds` rounds
+(this, REF, REF, this, ...): the machine's speed drifts within a run, and on a shared 2-vCPU VM
+the tree measured second was faster in every run of the one-shot order. It prints the median of
+the rounds for each tree side by side, every round's figure, and whether the two trees' reports
+were identical pass for pass.
 
-Run: PYTHONPATH=exporter .venv/bin/python bench/health_pass.py [--switches 32 64] [--before 635d75d]
+Run: PYTHONPATH=exporter .venv/bin/python bench/health_pass.py [--switches 32 64]
+     [--before 635d75d [--rounds 2]]
 """
 
 from __future__ import annotations
@@ -55,6 +59,14 @@ HEALTH = {"window": 60.0, "event_window": 300.0}
 # -- the stores ---------------------------------------------------------------------------------
 
 
+def report_bytes(service: Any) -> bytes:
+    """The pass's report as canonical JSON, for the digest the two trees are compared by."""
+    from infrapulse.health.scoring import report_json
+
+    assert service.report is not None, "a pass ran: the service has a report"
+    return json.dumps(report_json(service.report), sort_keys=True).encode()
+
+
 def switch_messages(name: str, ports: int) -> list[bytes]:
     """One full sample of one simulated switch as serialized SubscribeResponses: the daemon's own
     Subscribe requests for the profile, each answered by the simulator's renderer (the code its
@@ -69,7 +81,7 @@ def switch_messages(name: str, ports: int) -> list[bytes]:
 
     neighbors = {i: (f"node{i:03d}", "eth0") for i in range(0, ports, 2)}
     switch = SimSwitch(name, PROFILE, ports=ports, neighbors=neighbors, frozen=True)
-    out = []
+    out: list[bytes] = []
     for stream in load_profiles()[PROFILE].streams:
         sl = subscribe_request(stream, "proto", 10.0).subscribe
         prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
@@ -181,7 +193,6 @@ class Node:
 
 def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
     from infrapulse.config import default_config
-    from infrapulse.health.scoring import report_json
     from infrapulse.health.service import HealthService
 
     health = {**default_config()["health"], **HEALTH}
@@ -197,7 +208,7 @@ def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
         now += interval
         world.advance(now)
         service.tick(now)
-        digest.update(json.dumps(report_json(service.report), sort_keys=True).encode())
+        digest.update(report_bytes(service))
     gc.collect()
     retained = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
@@ -217,7 +228,7 @@ def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
         started = time.process_time()
         service.tick(now)
         cpu.append(time.process_time() - started)
-        digest.update(json.dumps(report_json(service.report), sort_keys=True).encode())
+        digest.update(report_bytes(service))
     gc.callbacks.remove(gc_clock)
     report = service.report
     return {"gc_per_pass": in_gc[0] / passes,"series": series, "cpu_per_pass": statistics.median(cpu),
@@ -240,20 +251,51 @@ def run_here(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def run_tree(ref: str, argv: list[str]) -> dict[str, Any]:
-    """This bench against the exporter of git commit `ref`, in a child process."""
+def run_child(exporter: Path, argv: list[str]) -> dict[str, Any]:
+    """This bench in a child process, over the exporter package in `exporter`."""
+    env = {**os.environ, "PYTHONPATH": str(exporter)}
+    child = subprocess.run([sys.executable, __file__, "--json", *argv], env=env, check=True,
+                           capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(child.stdout.splitlines()[-1])
+    return result
+
+
+def export_tree(ref: str, into: Path) -> Path:
+    """The exporter folder of git commit `ref`, extracted under `into`."""
     repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref, "exporter"],
+                             check=True, capture_output=True).stdout
+    tar_path = into / "tree.tar"
+    tar_path.write_bytes(archive)
+    with tarfile.open(tar_path) as tar:
+        tar.extractall(into, filter="data")
+    return into / "exporter"
+
+
+def abba(rounds: int) -> list[bool]:
+    """The measuring order, True for this tree: this, before, before, this, this, before, ..."""
+    return [(i + 1) // 2 % 2 == 0 for i in range(2 * rounds)]
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per store, the run with the median CPU per 100k series (of an even count, the lower middle
+    one), its other figures with it, and every run's CPU per 100k series."""
+    out: dict[str, Any] = {}
+    for name in runs[0]:
+        figs = sorted((r[name] for r in runs), key=lambda f: f["cpu_per_100k"])
+        out[name] = {**figs[(len(figs) - 1) // 2], "rounds": [r[name]["cpu_per_100k"] for r in runs]}
+    return out
+
+
+def compare(ref: str, argv: list[str], rounds: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """This tree and the tree of `ref`, alternated ABBA, each run a fresh child process."""
+    here = Path(__file__).resolve().parents[1] / "exporter"
+    runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(repo), "archive", ref, "exporter"],
-                                 check=True, capture_output=True).stdout
-        tar_path = Path(tmp) / "tree.tar"
-        tar_path.write_bytes(archive)
-        with tarfile.open(tar_path) as tar:
-            tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": str(Path(tmp) / "exporter")}
-        child = subprocess.run([sys.executable, __file__, "--json", *argv], env=env, check=True,
-                               capture_output=True, text=True)
-        return json.loads(child.stdout.splitlines()[-1])
+        there = export_tree(ref, Path(tmp))
+        for this_tree in abba(rounds):
+            runs[this_tree].append(run_child(here if this_tree else there, argv))
+    return median_of(runs[True]), median_of(runs[False])
 
 
 def main() -> None:
@@ -262,15 +304,21 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--interval", type=float, default=60.0, help="health interval (simulated s)")
     parser.add_argument("--before", metavar="REF", help="also measure the tree of this git commit")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="with --before: rounds, each tree measured once per round, "
+                             "the order turned every round (ABBA)")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     argv = ["--switches", *map(str, args.switches), "--passes", str(args.passes),
             "--interval", str(args.interval)]
-    after = run_here(args)
     if args.json:
-        print(json.dumps(after))
+        print(json.dumps(run_here(args)))
         return
-    before = run_tree(args.before, argv) if args.before else None
+    before: dict[str, Any] | None = None
+    if args.before:
+        after, before = compare(args.before, argv, args.rounds)
+    else:
+        after = run_here(args)
     print(f"health pass, window {HEALTH['window']:g}s, event_window {HEALTH['event_window']:g}s, "
           f"one pass per {args.interval:g}s of simulated time, counters advancing every pass; "
           f"CPU median of {args.passes} passes")
@@ -284,6 +332,8 @@ def main() -> None:
                 line += (f" ({fig['cpu_per_pass'] * 1000:.1f} ms/pass; cyclic GC over the loop "
                          f"{fig.get('gc_per_pass', float('nan')) * 1000:.1f} ms/pass; "
                          f"{fig['retained_bytes_per_series']:.0f} B retained/series, score {fig['score']})")
+            if "rounds" in fig:
+                line += " [rounds: " + ", ".join(f"{r:.3f}" for r in fig["rounds"]) + "]"
         print(line)
     if before:
         same = all(before[k].get("reports") == v.get("reports") for k, v in after.items() if "reports" in v)
