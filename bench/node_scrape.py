@@ -22,8 +22,13 @@ Measured, in one run:
   CPU of each process from /proc over the window, per scrape: the whole process, idle work
   included, as Prometheus would see it at a 1 s scrape interval.
 
+The three one-process measurements (node_exporter, collection, daemon) run `--rounds` times,
+node_exporter first in one round and last in the next (ABBA): this 2-vCPU VM's speed drifts
+within a run, by as much as the ratio's distance from a target. Each round's ratios come from
+that round's own figures; the median round is printed, and every round's headline ratio.
+
 Usage: .venv/bin/python bench/node_scrape.py [--scrapes 1000] [--devices 8] [--paced 30]
-                                             [--exporter DIR]
+                                             [--rounds 3] [--exporter DIR]
 --exporter runs another tree's exporter/ (e.g. `git archive` of a base commit) the same way.
 """
 
@@ -134,7 +139,7 @@ def bench_node_exporter(root: Path, n: int) -> tuple[float, float, int]:
         stop(proc)
 
 
-def bench_collection(root: Path, n: int) -> tuple[float, float, int]:
+def bench_collection(root: Path, n: int) -> tuple[float, float, int, float]:
     reader = InfinibandReader(root)
     reader.collect()  # the scan: opens the descriptors once
     files = len(reader.fd_paths)
@@ -228,11 +233,34 @@ def bench_daemon(root: Path, n: int, workdir: Path) -> tuple[float, float, int]:
         stop(proc)
 
 
+def measure_round(root: Path, n: int, workdir: Path, peer_first: bool) -> dict[str, tuple]:
+    """node_exporter, then infrapulse's collection and daemon, or the other way round."""
+    out: dict[str, tuple] = {}
+
+    def peer() -> None:
+        out["peer"] = bench_node_exporter(root, n)
+
+    def ours() -> None:
+        out["collection"] = bench_collection(root, n)
+        out["daemon"] = bench_daemon(root, n, workdir)
+
+    for step in ((peer, ours) if peer_first else (ours, peer)):
+        step()
+    return out
+
+
+def headline_ratio(figures: dict[str, tuple]) -> float:
+    """CPU of infrapulse's collection + daemon scrape over node_exporter's scrape, in one round."""
+    return (figures["collection"][0] + figures["daemon"][0]) / figures["peer"][0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scrapes", type=int, default=1000, help="collections/scrapes per measurement")
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--paced", type=float, default=30.0, help="seconds of 1/s scrapes side by side")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the one-process measurements, the order turned every round")
     parser.add_argument("--exporter", help="another tree's exporter/ directory to measure")
     args = parser.parse_args()
     if not os.path.exists(NODE_EXPORTER):
@@ -246,13 +274,19 @@ def main() -> int:
         version = subprocess.run([NODE_EXPORTER, "--version"], capture_output=True, text=True)
         ne_version = (version.stdout or version.stderr).splitlines()[0]
 
-        ne_cpu, ne_latency, ne_size = bench_node_exporter(root, n)
-        collect_cpu, full_cpu, files, reference_cpu = bench_collection(root, n)
-        d_cpu, d_latency, d_size = bench_daemon(root, n, workdir)
+        rounds = [measure_round(root, n, workdir, peer_first=i % 2 == 0) for i in range(args.rounds)]
         paced_ne, paced_daemon, paced_n = bench_paced(root, workdir, args.paced)
 
+    headline = [headline_ratio(r) for r in rounds]
+    median = sorted(rounds, key=headline_ratio)[(len(rounds) - 1) // 2]
+    ne_cpu, ne_latency, ne_size = median["peer"]
+    collect_cpu, full_cpu, files, reference_cpu = median["collection"]
+    d_cpu, d_latency, d_size = median["daemon"]
+
     per_k = 1000 / n
-    print(f"tree: {args.devices} mlx5 devices x 1 port, all counters/ and hw_counters/; {n} collections each")
+    print(f"tree: {args.devices} mlx5 devices x 1 port, all counters/ and hw_counters/; "
+          f"{n} collections each, {args.rounds} rounds alternated (figures: the median round by "
+          "the collection + daemon scrape ratio)")
     print(f"peer: {ne_version}")
     print(f"infrapulse reads {files} files per collection (node_exporter 1.5 reads counters/ only, "
           f"no hw_counters)")
@@ -272,7 +306,7 @@ def main() -> int:
     print(f"ratio CPU, infrapulse collection / node_exporter:            {collect_cpu / ne_cpu:6.2f}")
     print(f"ratio CPU, infrapulse collection + render / node_exporter:   {full_cpu / ne_cpu:6.2f}")
     print("ratio CPU, infrapulse collection + daemon scrape / node_exporter: "
-          f"{(collect_cpu + d_cpu) / ne_cpu:6.2f}")
+          f"{(collect_cpu + d_cpu) / ne_cpu:6.2f} (rounds: {', '.join(f'{r:.2f}' for r in headline)})")
     print(f"ratio median /metrics latency, infrapulse / node_exporter:  {d_latency / ne_latency:6.2f}")
     print(f"ratio CPU, paced whole processes, infrapulse / node_exporter: {paced_daemon / paced_ne:6.2f} "
           f"(/proc ticks are {1000 / CLK_TCK:.0f} ms: {paced_n} s measure "
