@@ -3,8 +3,10 @@ EOS LANZ and augments, Cumulus's "System is busy" subscription set-up."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2 as pb
@@ -24,6 +26,7 @@ from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
 from infrapulse.sources.gnmi.ingest import SwitchState
 from infrapulse.sources.gnmi.paths import to_proto
 from infrapulse.sources.gnmi.profile import load_profiles, parse_profile
+from infrapulse.store import Store
 
 PROFILES = load_profiles()
 FLAPS = "infrapulse_switch_interface_carrier_transitions_total"
@@ -331,18 +334,24 @@ async def test_cumulus_busy_subscription_setup_is_retried_promptly_and_is_no_fai
         assert len(got) == 2 + 2 * 8 + 2 * 8
 
 
+@contextlib.asynccontextmanager
+async def always_busy_switch() -> AsyncIterator[tuple[GnmiTarget, Store]]:
+    """A Cumulus switch that refuses every subscription set-up as busy, under stall_timeout 1s."""
+    target = GnmiTarget(SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True), busy_setups=10**6)
+    async with serving(target), running_source({
+        "defaults": {"insecure": True, "sample_interval": "1s", "stall_timeout": "1s"},
+        "targets": [target_entry(target)],
+    }) as (_, store):
+        yield target, store
+
+
 async def test_a_busy_pause_longer_than_the_stall_timeout_is_no_stall(monkeypatch: pytest.MonkeyPatch):
     """The back-off between busy refusals is the daemon's own wait: the watchdog must not read it
     as the switch's silence (CI: a 0.8-1.6 s pause under a 1 s stall_timeout became "stalled")."""
     from infrapulse.sources.gnmi import session
     monkeypatch.setattr(session, "BUSY_RETRY_INITIAL", 4.0)  # every pause 2-4 s, past stall_timeout 1s
     monkeypatch.setattr(session, "BUSY_RETRY_CAP", 4.0)
-    switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)
-    target = GnmiTarget(switch, busy_setups=10**6)
-    async with serving(target), running_source({
-        "defaults": {"insecure": True, "sample_interval": "1s", "stall_timeout": "1s"},
-        "targets": [target_entry(target)],
-    }) as (_, store):
+    async with always_busy_switch() as (target, store):
         await wait_for(lambda: ("gnmi", "leaf01") in store.status
                        and store.status[("gnmi", "leaf01")].errors >= 1, timeout=15)
         status = store.status[("gnmi", "leaf01")]
@@ -351,12 +360,7 @@ async def test_a_busy_pause_longer_than_the_stall_timeout_is_no_stall(monkeypatc
 
 
 async def test_a_switch_that_stays_busy_gets_a_clear_reason():
-    switch = SimSwitch("leaf01", "nvidia-cumulus", ports=1, frozen=True)
-    target = GnmiTarget(switch, busy_setups=10**6)
-    async with serving(target), running_source({
-        "defaults": {"insecure": True, "sample_interval": "1s", "stall_timeout": "1s"},
-        "targets": [target_entry(target)],
-    }) as (_, store):
+    async with always_busy_switch() as (target, store):
         await wait_for(lambda: ("gnmi", "leaf01") in store.status
                        and store.status[("gnmi", "leaf01")].reason == "busy", timeout=10)
         assert "System is busy" in store.status[("gnmi", "leaf01")].message
