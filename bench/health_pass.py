@@ -24,7 +24,7 @@ GC) per series; a digest of every pass's report (report_json).
 `--before REF` measures the tree of git commit REF and this tree, each in its own child process
 (git archive into a temporary folder, same bench code), alternated ABBA over `--rounds` rounds
 (this, REF, REF, this, ...): the machine's speed drifts within a run, and on a shared 2-vCPU VM
-the tree measured second was faster in every run of the one-shot order. It prints the median of
+the tree measured second was faster in most runs of the one-shot order. It prints the median of
 the rounds for each tree side by side, every round's figure, and whether the two trees' reports
 were identical pass for pass.
 
