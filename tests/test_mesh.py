@@ -10,6 +10,7 @@ reason; peer sources that yield nothing are reported.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import socket
@@ -27,6 +28,7 @@ import yaml
 
 from conftest import ROOT, stop_process
 from infrapulse.config import ConfigError, load_text
+from infrapulse.simulate import mesh as simulate_mesh
 from infrapulse.simulate.demo import DemoContext
 from infrapulse.simulate.mesh import LOSSY_PEER, SimulatedPeer, demo_part
 from infrapulse.simulate.scenarios import ScenarioBoard
@@ -468,7 +470,12 @@ def test_off_by_default() -> None:
     assert defaults == (9478, 5.0, 64, 0)
 
 
-async def test_mesh_loss_scenario_drops_every_20th_probe_at_one_peer(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loaded", [False, True], ids=["idle", "every-reply-late"])
+async def test_mesh_loss_scenario_drops_every_20th_probe_at_one_peer(tmp_path: Path, loaded: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if loaded:  # a machine so busy that every reply leaves late: each one is followed by a late notice
+        late = functools.partial(mesh_socket.send_reply, stall_ns=-1)
+        monkeypatch.setattr(simulate_mesh, "send_reply", late)
     board = ScenarioBoard({"mesh-loss"})
     part = await demo_part(DemoContext(workdir=tmp_path, scenarios=board))
     try:
@@ -484,16 +491,23 @@ async def test_mesh_loss_scenario_drops_every_20th_probe_at_one_peer(tmp_path: P
         await part.close()
 
 
-def answered_of(count: int, target: tuple[str, int]) -> int:
+def answered_of(count: int, target: tuple[str, int], timeout: float = 0.5) -> int:
+    """How many of `count` requests got their reply, read as a prober does: a datagram counts only
+    if it is the REPLY to the request just sent, so late notices and late replies do not."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind((NODE, 0))
-        sock.settimeout(0.5)
         answered = 0
         for seq in range(count):
             sock.sendto(wire.encode_request(1, seq, 64), target)
-            try:
-                sock.recv(128)
-                answered += 1
-            except TimeoutError:
-                pass
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                try:
+                    data, source = sock.recvfrom(wire.MAX_SIZE)
+                except TimeoutError:
+                    break
+                probe = wire.decode(data)
+                if source == target and probe is not None and (probe.kind, probe.seq) == (wire.REPLY, seq):
+                    answered += 1
+                    break
         return answered
