@@ -233,18 +233,18 @@ def test_kept_prefixes_follow_the_live_series():
     store.publish("test", "a", snap, 1e9)
     encoder = StoreEncoder(StoreCollector(store, DaemonState("h", "node")))
     list(encoder.render(Style()))
-    kept = len(encoder.caches)
+    kept = encoder.kept_prefixes()
     assert 5000 <= kept <= 5000 + 20  # one per series (+ the daemon's own families)
     small = Snapshot()
     for i in range(100):
         small.add(family, ("a", f"p{i}"), 1.0)
     store.publish("test", "a", small, 1e9)
     list(encoder.render(Style()))  # sees the dead prefixes, drops them
-    list(encoder.render(Style()))  # rebuilds the live ones
-    assert 100 <= len(encoder.caches) <= 100 + 20
+    list(encoder.render(Style()))  # rebuilds the live ones (a family this small: in a run)
+    assert 100 <= encoder.kept_prefixes() <= 100 + 20
     store.remove("test", "a")
     list(encoder.render(Style()))
-    assert len(encoder.caches) < 20  # the instance's cache went with it
+    assert encoder.kept_prefixes() < 20  # the instance's prefixes went with it
 
 
 def test_families_of_one_port_share_one_label_block():
@@ -345,3 +345,53 @@ def _without_tasks(body: bytes) -> bytes:
     """The body minus the asyncio task count (the server's request task is alive in one)."""
     return b"\n".join(line for line in body.split(b"\n")
                       if not line.startswith(b"infrapulse_exporter_asyncio_tasks "))
+
+
+def test_a_run_reuses_its_prefixes_while_the_layout_holds_and_rebuilds_on_any_change():
+    """A node's small families are written as one run (exposition/runs.py): new values under the
+    same layout reuse the kept prefixes; every kind of layout change rebuilds them, and every
+    render is byte-identical to prometheus_client's."""
+    from infrapulse.exposition.runs import RUN_MAX_SERIES
+
+    a = catalog.declare("infrapulse_test_run_a_total", catalog.COUNTER, "h", ("device", "port"),
+                        source="test")
+    b = catalog.declare("infrapulse_test_run_b", catalog.GAUGE, "h", ("device", "port"), source="test")
+    store = Store()
+    registry = registry_of(store)
+    store_encoder = registry._encoders[id(registry._ordered[0])]  # noqa: SLF001
+
+    def publish(target: str, series: dict) -> None:
+        snap = Snapshot()
+        for family, key, value in series:
+            snap.add(family, key, value)
+        store.publish("test", target, snap, 1e9)
+
+    def check() -> list:
+        for accept in ("", "application/openmetrics-text"):
+            text, _ = choose_encoder(accept)
+            assert render_body(registry, text) == text(registry), accept
+        runs = store_encoder._runs[style_of(choose_encoder("")[0])]  # noqa: SLF001
+        return [run.prefixes for run in runs]
+
+    publish("d0", [(a, ("d0", "1"), 1), (b, ("d0", "1"), 0.5)])
+    publish("d1", [(a, ("d1", "1"), 2), (b, ("d1", "1"), 1.5)])
+    first = check()
+    assert len(first) == 1  # the daemon's own families and both test families: one run
+    publish("d0", [(a, ("d0", "1"), 123456789), (b, ("d0", "1"), math.nan)])  # values only
+    again = check()
+    assert again[0] is first[0]
+    changes = [
+        lambda: publish("d0", [(a, ("d0", "2"), 1), (b, ("d0", "1"), 0.5)]),  # a key
+        lambda: publish("d0", [(a, ("d0", "2"), 1), (a, ("d0", "3"), 1), (b, ("d0", "1"), 0.5)]),  # a series
+        lambda: publish("d1", [(a, ("d0", "3"), 2), (b, ("d1", "1"), 1.5)]),  # a key under another owner
+        lambda: store.remove("test", "d1"),  # an instance
+        lambda: publish("d1", [(b, ("d1", "1"), 1.5)]),  # a family instance
+        lambda: publish("d2", [(a, ("d2", str(p)), p) for p in range(RUN_MAX_SERIES)]),  # out of the run
+    ]
+    for change in changes:
+        before = check()[0]
+        change()
+        after = check()
+        assert after[0] is not before
+    # the large family splits the run in two: the families before it and those after
+    assert len(after) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections import defaultdict
 from collections.abc import Iterator, Mapping
 
 from prometheus_client.metrics_core import Metric
@@ -197,13 +198,16 @@ class StoreCollector:
 def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
     """Every non-empty series dict of the store by family name with its instance (in snapshot
     order), and the series count per source. Shared by this collector and the exposition encoder."""
-    by_family: dict[str, list[tuple[Owner, Mapping]]] = {}
+    by_family: defaultdict[str, list[tuple[Owner, Mapping]]] = defaultdict(list)
     series_per_source: dict[str, int] = {}
-    for (source, target), snap in store.snapshots():
+    for owner, snap in store.snapshots():
+        count = 0
         for name, series in snap.series.items():
             if series:
-                by_family.setdefault(name, []).append(((source, target), series))
-                series_per_source[source] = series_per_source.get(source, 0) + len(series)
+                by_family[name].append((owner, series))
+                count += len(series)
+        if count:
+            series_per_source[owner[0]] = series_per_source.get(owner[0], 0) + count
     return by_family, series_per_source
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
 from .. import catalog
 from .family import FamilyEncoder
 from .prefixes import PrefixCaches
+from .runs import Instances, Run, fits_a_run
 from .style import Style
 
 DAEMON_OWNER = ("", "")  # the cache owner of the daemon's own families
@@ -76,16 +78,44 @@ class StoreEncoder(_Encoders):
     def __init__(self, collector: StoreSeries) -> None:
         super().__init__()
         self.collector = collector
+        self._runs: dict[Style, list[Run]] = {}  # by style, in render order
 
     def render(self, style: Style) -> Iterator[str]:
-        """The collector's families in `style`, a family at a time (its lines, each ending in a
-        newline): a gzip scrape compresses them as they come, never holding the whole text."""
+        """The collector's families in `style`: consecutive small families as one run (see
+        runs.py), a large one a family at a time (its lines, each ending in a newline); a gzip
+        scrape compresses them as they come, never holding the whole text."""
         by_family, series_per_source = self.collector.families()
         caches, encoders, get_encoder = self.caches, self.encoders(style), self.encoder
-        for family, own in self.collector.own_families(series_per_source):
-            if own:
-                encoder = get_encoder(encoders, family, style)
-                yield encoder.header + encoder.chunk(own, encoder.cache(caches, DAEMON_OWNER))
-        for name in sorted(by_family):
-            yield get_encoder(encoders, catalog.get(name), style).instances(by_family[name], caches)
+        runs = self._runs.setdefault(style, [])
+        used = 0  # runs of this render so far
+        pending: list[tuple[FamilyEncoder, Instances]] = []  # the current run's families
+
+        def run_text() -> str:
+            nonlocal used
+            if used == len(runs):
+                runs.append(Run())
+            used += 1
+            text = runs[used - 1].render(pending, caches)
+            pending.clear()
+            return text
+
+        own_instances: list[tuple[FamilyEncoder, Instances]] = [
+            (get_encoder(encoders, family, style), [(DAEMON_OWNER, own)])
+            for family, own in self.collector.own_families(series_per_source) if own]
+        store_instances: Iterator[tuple[FamilyEncoder, Instances]] = (
+            (get_encoder(encoders, catalog.get(name), style), by_family[name]) for name in sorted(by_family))
+        for encoder, instances in chain(own_instances, store_instances):
+            if fits_a_run(encoder, instances):
+                pending.append((encoder, instances))
+                continue
+            if pending:
+                yield run_text()
+            yield encoder.instances(instances, caches)
+        if pending:
+            yield run_text()
+        del runs[used:]  # runs this render no longer has
         caches.sweep()
+
+    def kept_prefixes(self) -> int:
+        """Prefixes kept for the next render: label blocks and the runs' whole prefixes."""
+        return len(self.caches) + sum(len(run.prefixes) for runs in self._runs.values() for run in runs)
