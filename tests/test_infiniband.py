@@ -30,7 +30,7 @@ from infrapulse.sources.nic.infiniband import (
     parse_state,
     rdma_netdevs,
 )
-from infrapulse.store import Store
+from infrapulse.store import Snapshot, Store
 
 GOLDEN = Path(__file__).parent / "golden" / "infiniband.prom"
 
@@ -405,3 +405,61 @@ async def test_daemon_serves_infiniband_metrics(tree):
     assert value(values, "infrapulse_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == 4000
     assert value(values, "infrapulse_source_up", source="infiniband", target="mlx5_0") == 1
 
+
+
+# -- the bulk read against the per-file one -------------------------------------------------------
+
+
+def per_file_and_bulk(reader: InfinibandReader) -> list[tuple[tuple, tuple]]:
+    """Each device read both ways: the per-file path over the scan's entries, in scan order, and
+    the bulk path (`_read_device`), as (series, partial errors) pairs, order-free."""
+
+    def shape(result) -> tuple:
+        series = ({f: dict(s) for f, s in result.snapshot.series.items()} if result.snapshot else None)
+        return result.reason, series, sorted(result.partial_errors)
+
+    pairs = []
+    for dev in reader._devices:  # noqa: SLF001
+        snapshot = Snapshot(0.0)
+        for family, values in dev.static.items():
+            snapshot.series[family] = dict(values)
+        per_file, _ = reader._read_entries(dev, snapshot, dev.entries, None)  # noqa: SLF001
+        bulk, _ = reader._read_device(dev, 0.0)  # noqa: SLF001
+        pairs.append((shape(per_file), shape(bulk)))
+    return pairs
+
+
+def test_the_bulk_read_files_every_value_as_the_per_file_read_does(tree):
+    """Scaled data counters, saturated 8/32-bit counters, states, rates, device-level and port
+    hw_counters, a device whose PMA files read N/A (the bulk parse fails, the per-file path
+    reports each file) and one without counters/: the same series and errors both ways."""
+    reader = InfinibandReader(tree.root)
+    reader.collect()
+    pairs = per_file_and_bulk(reader)
+    assert len(pairs) == 5
+    for per_file, bulk in pairs:
+        assert bulk == per_file
+    by_device = {dev.name: bulk for dev, (_, bulk) in zip(reader._devices, pairs)}  # noqa: SLF001
+    saturated = by_device["mlx5_1"][1]["infrapulse_rdma_port_saturated_counters"]
+    assert saturated == {("mlx5_1", "1"): 2.0}
+    assert by_device["mlx5_0"][1]["infrapulse_rdma_port_transmitted_bytes_total"] == {("mlx5_0", "1"): 4000}
+    assert f"ports/1/counters/port_xmit_data: {NO_PMA}" in by_device["i40iw0"][2]
+
+
+def test_a_failed_read_leaves_the_bulk_path_for_the_per_file_one(tree):
+    reader = make_reader(tree.root, {"mlx5_0/ports/1/hw_counters/out_of_buffer": errno.EINVAL})
+    reader.collect()
+    for per_file, bulk in per_file_and_bulk(reader):
+        assert bulk == per_file
+    result = next(r for r in reader.collect() if r.target == "mlx5_0")
+    assert result.partial_errors == ["ports/1/hw_counters/out_of_buffer: Invalid argument"]
+    assert "infrapulse_rdma_out_of_buffer_total" not in result.snapshot.series
+    assert result.snapshot.series["infrapulse_rdma_cnp_sent_total"] == {("mlx5_0", "1"): 6}
+
+
+def test_the_bulk_read_on_the_bench_tree_matches_the_per_file_read(tmp_path):
+    reader = InfinibandReader(write_tree(tmp_path / "sys", 8).root)
+    reader.collect()
+    pairs = per_file_and_bulk(reader)
+    assert len(pairs) == 8 and all(bulk == per_file for per_file, bulk in pairs)
+    assert all(bulk[0] == "ok" and not bulk[2] for _, bulk in pairs)  # every file read in bulk

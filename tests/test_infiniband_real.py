@@ -170,3 +170,18 @@ async def test_i40iw_no_pma_is_partial_and_mlx5_hw_counters_are_exact():
         got[lab.get("counter") or lab.get("reason") or "out_of_buffer"] = v
         assert lab["port"] == port["port"]
     assert got == expected
+
+
+def test_the_bulk_read_files_the_real_trees_as_the_per_file_read_does():
+    """Every device of both real trees (mlx4 counters_ext, hfi1 flits, i40iw N/A, mlx5), read
+    through the bulk path and the per-file path: the same series and errors."""
+    from infrapulse.sources.nic.infiniband import InfinibandReader
+    from test_infiniband import per_file_and_bulk
+
+    for tree in TREES:
+        reader = InfinibandReader(real("node", tree, "sys"))
+        reader.collect()
+        pairs = per_file_and_bulk(reader)
+        assert len(pairs) >= 2, tree
+        for per_file, bulk in pairs:
+            assert bulk == per_file, tree

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,72 @@ class _Device:
     static: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
     scan_errors: list[str] = field(default_factory=list)
     broken: str = ""  # why the device cannot be read at all ("" if it can)
+    plan: _BulkPlan | None = None  # the entries arranged for one bulk read, made on first use
+
+
+class _BulkPlan:
+    """A device's entries arranged so that a cycle reads, parses and files them with C-level
+    loops (map, zip, dict) instead of a Python loop per file: a node's 8 devices are ~440 files,
+    and the per-file Python work cost as much as the reads themselves.
+
+    The files are read in family order, counters first, so that each family's values are one
+    slice of the parsed list: `values[slices[i]]` are the values of `families[i]`, in the order
+    of `labels[i]`. Any failed read or parse leaves the bulk path for the per-file one
+    (`InfinibandReader._read_entries`), which reports each bad file.
+    """
+
+    __slots__ = ("entries", "fds", "counters", "others", "families", "labels", "slices",
+                 "scaled", "saturating")
+
+    def __init__(self, entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]]) -> None:
+        by_family: dict[str, list[tuple[int, str, str, tuple[str, ...], int, int, int]]] = {}
+        for entry in entries:
+            by_family.setdefault(entry[2], []).append(entry)
+        groups = sorted(by_family.values(), key=lambda group: group[0][5] != K_COUNTER)  # stable
+        self.entries = [entry for group in groups for entry in group]  # in read order
+        self.fds = [entry[0] for entry in self.entries]
+        self.counters = sum(entry[5] == K_COUNTER for entry in self.entries)  # the first ones
+        self.others = [PARSERS[entry[5]] for entry in self.entries[self.counters:]]
+        self.families = [group[0][2] for group in groups]
+        self.labels = [[entry[3] for entry in group] for group in groups]
+        starts = [0]
+        for group in groups:
+            starts.append(starts[-1] + len(group))
+        self.slices = [slice(a, b) for a, b in zip(starts, starts[1:])]
+        # (position, multiplier) of the scaled counters; (port labels, [(position, limit)]) of
+        # the width-limited ones, checked before scaling as the per-file path does
+        self.scaled = [(i, e[4]) for i, e in enumerate(self.entries) if e[5] == K_COUNTER and e[4] != 1]
+        saturating: dict[tuple[str, ...], list[tuple[int, int]]] = {}
+        for i, e in enumerate(self.entries):
+            if e[5] == K_COUNTER and e[6]:
+                saturating.setdefault(e[3], []).append((i, e[6]))
+        self.saturating = list(saturating.items())
+
+    def read(self, pread: Callable[[int, int, int], bytes]) -> list[bytes]:
+        """Every file's content, in read order (OSError if any read fails)."""
+        return list(map(pread, self.fds, repeat(READ_SIZE), repeat(0)))
+
+    def parse(self, raws: list[bytes]) -> list[Any]:
+        """Every value, in read order (ValueError if any does not parse)."""
+        counters = self.counters
+        values: list[Any] = list(map(int, raws[:counters]))
+        values += map(_call, self.others, raws[counters:])
+        return values
+
+    def fill(self, series: dict[str, dict[tuple[str, ...], Any]],
+             values: list[Any]) -> dict[tuple[str, ...], float]:
+        """File `values` into `series` by family; returns the saturated-counter counts by port."""
+        saturated = {labels: float(sum([values[i] >= limit for i, limit in limits]))
+                     for labels, limits in self.saturating}
+        for i, scale in self.scaled:
+            values[i] *= scale
+        by_family = map(values.__getitem__, self.slices)
+        series.update(zip(self.families, map(dict, map(zip, self.labels, by_family))))
+        return saturated
+
+
+def _call(parse: Callable[[bytes], Any], raw: bytes) -> Any:
+    return parse(raw)
 
 
 def parse_state(raw: bytes) -> int:
@@ -164,6 +231,9 @@ def parse_rate(raw: bytes) -> float:
     if match is None:
         raise ValueError(f"unrecognised rate {raw!r}")
     return float(match.group(1)) * 125_000_000
+
+
+PARSERS: dict[int, Callable[[bytes], Any]] = {K_STATE: parse_state, K_RATE: parse_rate}
 
 
 def _first_line(raw: bytes) -> bytes:
@@ -340,21 +410,46 @@ class InfinibandReader:
             return TargetResult(dev.name, reason="unreadable", message=dev.broken), False
         snap = Snapshot(now)
         series = snap.series
-        for family, values in dev.static.items():
-            series[family] = dict(values)
+        for family, static in dev.static.items():
+            series[family] = dict(static)
+        plan = dev.plan
+        if plan is None:
+            plan = dev.plan = _BulkPlan(dev.entries)
+        raws: list[bytes] | None = None
+        try:
+            raws = plan.read(self._pread)
+            values = plan.parse(raws)
+        except (OSError, ValueError):
+            pass  # read (where no content is kept) and parsed file by file, each failure reported
+        else:
+            saturated = plan.fill(series, values)
+            if saturated:
+                series[SATURATED.name] = dict(saturated)
+            return TargetResult(dev.name, snapshot=snap, partial_errors=list(dev.scan_errors)), False
+        return self._read_entries(dev, snap, plan.entries, raws)
+
+    def _read_entries(self, dev: _Device, snap: Snapshot,
+                      entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]],
+                      raws: list[bytes] | None) -> tuple[TargetResult, bool]:
+        """The per-file path: each entry read (unless `raws` holds its content already) and parsed
+        on its own, a failure skipped and listed in the target's partial errors."""
+        series = snap.series
         errors = list(dev.scan_errors)
         saturated: dict[tuple[str, ...], int] = {}  # ports with a readable width-limited PMA counter
         pread = self._pread
         good = 0
         gone = False
-        for fd, rel, family, labels, scale, kind, saturate_at in dev.entries:
+        for index, (fd, rel, family, labels, scale, kind, saturate_at) in enumerate(entries):
             value: float  # counters stay int (exact to 2^64), state ids int, rates float
-            try:
-                raw = pread(fd, READ_SIZE, 0)
-            except OSError as exc:
-                gone = gone or exc.errno in RESCAN_ERRNOS
-                errors.append(f"{rel}: {exc.strerror or exc}")
-                continue
+            if raws is not None:
+                raw = raws[index]
+            else:
+                try:
+                    raw = pread(fd, READ_SIZE, 0)
+                except OSError as exc:
+                    gone = gone or exc.errno in RESCAN_ERRNOS
+                    errors.append(f"{rel}: {exc.strerror or exc}")
+                    continue
             try:
                 if kind == K_COUNTER:
                     try:
@@ -377,7 +472,7 @@ class InfinibandReader:
             if bucket is None:
                 bucket = series[family] = {}
             bucket[labels] = value
-        if dev.entries and good == 0:
+        if entries and good == 0:
             return TargetResult(dev.name, reason="unreadable",
                                 message=f"no file of {dev.name} could be read; "
                                         + "; ".join(errors[:3])), gone
