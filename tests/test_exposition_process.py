@@ -77,3 +77,30 @@ def test_limits_without_max_open_files_keeps_the_stat_families(tmp_path: Path) -
     names = [m.name for m in FastProcessCollector(proc=str(proc)).collect()]
     assert names == ["process_virtual_memory_bytes", "process_resident_memory_bytes",
                      "process_start_time_seconds", "process_cpu_seconds"]
+
+
+@pytest.mark.parametrize("accept", ["", OPENMETRICS])
+def test_the_registry_writes_the_values_through_kept_shapes_as_prometheus_client_does(
+        tmp_path: Path, accept: str) -> None:
+    """The first render of each family goes through prometheus_client and keeps its shape; later
+    renders write only the values (no Metric objects): the same bytes as ProcessCollector's."""
+    from infrapulse.exposition.registry import ExpositionRegistry, render_body
+
+    proc = fake_proc(tmp_path, fds=7)
+    registry = ExpositionRegistry(auto_describe=False)
+    ours = FastProcessCollector(proc=str(proc))
+    registry.register(ours)
+    reference = ProcessCollector(proc=str(proc), registry=None)
+    encoder = choose_encoder(accept)[0]
+    stat = proc / "self" / "stat"
+    for vsize in ("1234567890", "42", "7e3"):
+        fields = stat.read_text().split(" ")
+        fields[23] = vsize  # after "4242 (py) thon)": field 23 of stat(5)
+        stat.write_text(" ".join(fields))
+        body = render_body(registry, encoder)
+        assert body == reference_body(reference.collect(), style_of(encoder)) + (
+            b"# EOF\n" if accept else b"")
+    assert b"process_virtual_memory_bytes 7000.0\n" in body
+    shapes = registry._unlabelled._shapes  # noqa: SLF001
+    assert len(shapes) == 6 and None not in shapes.values()
+    ours.close()

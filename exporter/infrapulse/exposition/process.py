@@ -63,24 +63,19 @@ class FastProcessCollector(ProcessCollector):
             return os.stat(fd_dir).st_size + 1
         return len(os.listdir(fd_dir))
 
-    def collect(self) -> Iterable[Metric]:
+    def values(self) -> list[tuple[str, float]]:
+        """(family name, value) of each family collect() yields, in its order: what a render
+        writes through the shape kept for each name (registry.UnlabelledMetrics)."""
         if not self._btime:
             return []
-        result: list[Metric] = []
+        result: list[tuple[str, float]] = []
         prefix, ticks = self._prefix, self._ticks
         try:
             fields = self._read("stat").split(b")")[-1].split()  # after the command name
-            result.append(GaugeMetricFamily(prefix + "virtual_memory_bytes", "Virtual memory size in bytes.",
-                                            value=float(fields[20])))
-            result.append(GaugeMetricFamily(prefix + "resident_memory_bytes",
-                                            "Resident memory size in bytes.",
-                                            value=float(fields[21]) * self._pagesize))
-            result.append(GaugeMetricFamily(prefix + "start_time_seconds",
-                                            "Start time of the process since unix epoch in seconds.",
-                                            value=float(fields[19]) / ticks + self._btime))
-            result.append(CounterMetricFamily(prefix + "cpu_seconds_total",
-                                              "Total user and system CPU time spent in seconds.",
-                                              value=float(fields[11]) / ticks + float(fields[12]) / ticks))
+            result += [(prefix + "virtual_memory_bytes", float(fields[20])),
+                       (prefix + "resident_memory_bytes", float(fields[21]) * self._pagesize),
+                       (prefix + "start_time_seconds", float(fields[19]) / ticks + self._btime),
+                       (prefix + "cpu_seconds_total", float(fields[11]) / ticks + float(fields[12]) / ticks)]
         except OSError:
             pass
         try:
@@ -88,10 +83,29 @@ class FastProcessCollector(ProcessCollector):
             max_fds = next((line for line in limits if line.startswith(b"Max open file")), None)
             if max_fds is None:  # (prometheus_client fails the scrape here)
                 return result
-            result.append(GaugeMetricFamily(prefix + "open_fds", "Number of open file descriptors.",
-                                            self.open_fds()))
-            result.append(GaugeMetricFamily(prefix + "max_fds", "Maximum number of open file descriptors.",
-                                            value=float(max_fds.split()[3])))
+            result += [(prefix + "open_fds", float(self.open_fds())),
+                       (prefix + "max_fds", float(max_fds.split()[3]))]
         except OSError:
             pass
         return result
+
+    def metric(self, name: str, value: float) -> Metric:
+        """The family `name` of values() as prometheus_client's ProcessCollector yields it."""
+        help_text = _HELP[name[len(self._prefix):]]
+        if name.endswith("_total"):
+            return CounterMetricFamily(name[: -len("_total")], help_text, value=value)
+        return GaugeMetricFamily(name, help_text, value=value)
+
+    def collect(self) -> Iterable[Metric]:
+        return [self.metric(name, value) for name, value in self.values()]
+
+
+# process_* family help, by name after the prefix (prometheus_client's ProcessCollector)
+_HELP = {
+    "virtual_memory_bytes": "Virtual memory size in bytes.",
+    "resident_memory_bytes": "Resident memory size in bytes.",
+    "start_time_seconds": "Start time of the process since unix epoch in seconds.",
+    "cpu_seconds_total": "Total user and system CPU time spent in seconds.",
+    "open_fds": "Number of open file descriptors.",
+    "max_fds": "Maximum number of open file descriptors.",
+}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import exposition
 from prometheus_client.metrics_core import Metric
@@ -42,6 +42,17 @@ def reference_body(metrics: Iterable[Metric], style: Style) -> bytes:
     return exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
 
 
+@runtime_checkable
+class PlainValues(Protocol):
+    """A collector of unlabelled families whose name alone fixes their type, help and samples
+    (process.FastProcessCollector): values() gives (name, value) pairs without building Metric
+    objects; metric() builds one for prometheus_client to write the first time a name is seen."""
+
+    def values(self) -> list[tuple[str, float]]: ...
+
+    def metric(self, name: str, value: float) -> Metric: ...
+
+
 class UnlabelledMetrics:
     """Metrics whose samples have no labels, timestamp or exemplar (process_*): prometheus_client
     writes one of a given shape (name, type, help, sample names, style) once; later renders reuse
@@ -71,6 +82,24 @@ class UnlabelledMetrics:
             out.extend([f"{name}{go_float(s.value)}\n" for name, s in zip(names, samples)])
         return "".join(out).encode("utf-8")
 
+    def values_body(self, collector: PlainValues, style: Style) -> bytes:
+        """body() of a PlainValues collector's families, from the shape kept for each name."""
+        out: list[str] = []
+        for name, value in collector.values():
+            key = (name, style)
+            shape = self._shapes.get(key)
+            if shape is None:
+                metric = collector.metric(name, value)
+                text = reference_body([metric], style).decode("utf-8")
+                if key not in self._shapes:  # a shape of one sample line, else prometheus_client's
+                    one = len(metric.samples) == 1
+                    self._shapes[key] = self._shape(text, metric.samples) if one else None
+                out.append(text)
+                continue
+            header, (sample_name,) = shape
+            out.append(f"{header}{sample_name}{go_float(value)}\n")
+        return "".join(out).encode("utf-8")
+
     @staticmethod
     def _shape(text: str, samples: list[Any]) -> tuple[str, list[str]] | None:
         lines = text.split("\n")[:-1]
@@ -91,6 +120,7 @@ class ExpositionRegistry(CollectorRegistry):
         self._ordered: list[Collector] = []
         self._encoders: dict[int, StoreEncoder | CatalogEncoder] = {}
         self._unlabelled = UnlabelledMetrics()
+        self._plain: set[int] = set()  # ids of the PlainValues collectors
 
     def register(self, collector: Collector) -> None:
         super().register(collector)
@@ -99,17 +129,22 @@ class ExpositionRegistry(CollectorRegistry):
             self._encoders[id(collector)] = StoreEncoder(collector)
         elif isinstance(collector, CatalogSeries):
             self._encoders[id(collector)] = CatalogEncoder(collector)
+        elif isinstance(collector, PlainValues):
+            self._plain.add(id(collector))
 
     def unregister(self, collector: Collector) -> None:
         super().unregister(collector)
         self._ordered.remove(collector)
         self._encoders.pop(id(collector), None)
+        self._plain.discard(id(collector))
 
     def chunks(self, style: Style) -> Iterator[bytes]:
         """The exposition in `style`, piece by piece (a family instance at a time for the store)."""
         for collector in list(self._ordered):
             encoder = self._encoders.get(id(collector))
-            if encoder is None:
+            if id(collector) in self._plain:
+                yield self._unlabelled.values_body(collector, style)  # type: ignore[arg-type]
+            elif encoder is None:
                 yield self._unlabelled.body(collector.collect(), style)
             else:
                 for chunk in encoder.render(style):
