@@ -13,6 +13,7 @@ from prometheus_client.utils import floatToGoString
 from infrapulse import catalog
 from infrapulse.exposition import ExpositionRegistry, render_body
 from infrapulse.exposition.floats import go_float, go_floats
+from infrapulse.exposition.runs import format_values
 from infrapulse.metrics import DaemonState, StoreCollector
 from infrapulse.sources.gnmi.columns import Slots
 from infrapulse.store import Histogram, Snapshot, Store
@@ -99,6 +100,7 @@ def test_passthrough_families_with_any_engine_names(name, typ, rows):
 def test_values_are_written_as_float_to_go_string_writes_them(values):
     assert go_floats(values) == [floatToGoString(v) for v in values]
     assert [go_float(v) for v in values] == [floatToGoString(v) for v in values]
+    assert format_values(values) == [floatToGoString(v) for v in values]  # a run's values
 
 
 def test_large_integer_counters_at_the_edges_of_the_exact_range():
@@ -108,3 +110,4 @@ def test_large_integer_counters_at_the_edges_of_the_exact_range():
              2**53 + 1, 2**63 - 1, -(10**6), -(10**12) - 7, 99_990_000_000]
     edges += [10**k - 1 for k in range(7, 17)] + [10**k + 10**(k - 3) for k in range(7, 17)]
     assert [go_float(v) for v in edges] == [floatToGoString(v) for v in edges]
+    assert format_values([*edges, True, False]) == [floatToGoString(v) for v in [*edges, True, False]]

@@ -9,14 +9,14 @@ _SPECIAL = {"inf": "+Inf", "-inf": "-Inf", "nan": "NaN"}
 
 # Exponent suffixes by the number of digits before the point (repr switches to exponent
 # notation itself from 1e16 on).
-_EXPONENT = {digits: f"e+{digits - 1:02d}" for digits in range(7, 17)}
+EXPONENT = {digits: f"e+{digits - 1:02d}" for digits in range(7, 17)}
 
 
 def _exponent_form(s: str) -> str:
     """repr() of a finite float, switched to Go's exponent form where Go would use it: a positive
     value with more than 6 digits before the point (prometheus_client's rule)."""
     if s[-2:] == ".0" and s[0] != "-":  # an integral value, the usual counter: the fast way
-        suffix = _EXPONENT.get(len(s) - 2)
+        suffix = EXPONENT.get(len(s) - 2)
         if suffix is not None:
             digits = s[:-2].rstrip("0")
             return f"{digits[0]}.{digits[1:]}{suffix}" if len(digits) > 1 else digits + suffix
@@ -29,7 +29,7 @@ def _exponent_form(s: str) -> str:
 
 # Below 2**53 every integer is a float exactly, and the shortest repr() of that float is the
 # integer's own digits: str() of the int gives repr(float)'s digits without the float.
-_EXACT_INT = 2**53
+EXACT_INT = 2**53
 
 
 def go_float(value: float) -> str:
@@ -37,10 +37,10 @@ def go_float(value: float) -> str:
     if type(value) is int:
         if -1000000 < value < 1000000:  # a small counter: repr(float) is "<int>.0"
             return f"{value}.0"
-        if 0 < value <= _EXACT_INT:  # a large counter (bytes, packets): 7 to 16 digits
+        if 0 < value <= EXACT_INT:  # a large counter (bytes, packets): 7 to 16 digits
             digits = str(value)
             mantissa = f"{digits[0]}.{digits[1:]}".rstrip("0.")
-            return mantissa + _EXPONENT[len(digits)]
+            return mantissa + EXPONENT[len(digits)]
     s = repr(float(value))
     special = _SPECIAL.get(s)
     if special is not None:

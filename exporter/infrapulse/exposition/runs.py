@@ -20,7 +20,7 @@ from operator import add, itemgetter
 from typing import Any
 
 from .family import FamilyEncoder
-from .floats import go_float
+from .floats import EXACT_INT, EXPONENT, go_float
 from .prefixes import PrefixCaches
 
 Instances = list[tuple[tuple[str, str], Mapping[Any, Any]]]
@@ -34,12 +34,16 @@ _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def fits_a_run(encoder: FamilyEncoder, instances: Instances) -> bool:
-    return encoder.shared_blocks and sum([len(series) for _, series in instances]) <= RUN_MAX_SERIES
+    return encoder.shared_blocks and sum(map(len, map(_SECOND, instances))) <= RUN_MAX_SERIES
 
 
 def format_values(values: list[Any]) -> list[str]:
-    """go_float of each value; a small integer (most counters of a node) without the call."""
-    return [f"{v}.0" if type(v) is int and -1000000 < v < 1000000 else go_float(v) for v in values]
+    """go_float of each value, the integers (most counters of a node) without the call: a small
+    one as "<digits>.0", a large one (bytes, packets) from its digits in Go's exponent form."""
+    return [f"{v}.0" if type(v) is int and -1000000 < v < 1000000
+            else f"{(d := str(v))[0]}.{d[1:]}".rstrip("0.") + EXPONENT[len(d)]
+            if type(v) is int and 0 < v <= EXACT_INT else go_float(v)
+            for v in values]
 
 
 class Run:
