@@ -366,12 +366,14 @@ def test_a_run_reuses_its_prefixes_while_the_layout_holds_and_rebuilds_on_any_ch
             snap.add(family, key, value)
         store.publish("test", target, snap, 1e9)
 
+    def runs() -> list:
+        return store_encoder._runs[style_of(choose_encoder("")[0])]  # noqa: SLF001
+
     def check() -> list:
         for accept in ("", "application/openmetrics-text"):
             text, _ = choose_encoder(accept)
             assert render_body(registry, text) == text(registry), accept
-        runs = store_encoder._runs[style_of(choose_encoder("")[0])]  # noqa: SLF001
-        return [run.prefixes for run in runs]
+        return [run.prefixes for run in runs()]
 
     publish("d0", [(a, ("d0", "1"), 1), (b, ("d0", "1"), 0.5)])
     publish("d1", [(a, ("d1", "1"), 2), (b, ("d1", "1"), 1.5)])
@@ -389,9 +391,11 @@ def test_a_run_reuses_its_prefixes_while_the_layout_holds_and_rebuilds_on_any_ch
         lambda: publish("d2", [(a, ("d2", str(p)), p) for p in range(RUN_MAX_SERIES)]),  # out of the run
     ]
     for change in changes:
-        before = check()[0]
+        before, bare = check()[0], set(map(id, runs()[0].bare))
         change()
         after = check()
         assert after[0] is not before
+        if change is changes[0]:  # one key of d0 changed: every other prefix is kept, as it was
+            assert len(set(map(id, runs()[0].bare)) - bare) == 1
     # the large family splits the run in two: the families before it and those after
     assert len(after) == 2

@@ -15,7 +15,7 @@ prefixes, so the output is always what the family encoders would write.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import chain
+from itertools import chain, repeat
 from operator import add, itemgetter
 from typing import Any
 
@@ -49,11 +49,12 @@ def format_values(values: list[Any]) -> list[str]:
 class Run:
     """The kept prefixes of one run of families and the layout they were built for."""
 
-    __slots__ = ("layout", "prefixes")
+    __slots__ = ("layout", "prefixes", "bare")
 
     def __init__(self) -> None:
         self.layout: list[Any] = []
-        self.prefixes: list[str] = []
+        self.prefixes: list[str] = []  # each series' prefix, a family's header before its first
+        self.bare: list[str] = []  # the same without the headers
 
     def render(self, families: list[tuple[FamilyEncoder, Instances]], caches: PrefixCaches) -> str:
         """The headers and sample lines of `families`, as FamilyEncoder.instances writes them."""
@@ -67,18 +68,32 @@ class Run:
                   list(chain.from_iterable(series_dicts))]
         values = [value for series in series_dicts for value in series.values()]
         if layout != self.layout:
-            self.prefixes = self._prefixes(families, caches)
+            self._rebuild(families, caches)
             self.layout = layout
         return "\n".join(map(add, self.prefixes, format_values(values))) + "\n"
 
-    @staticmethod
-    def _prefixes(families: list[tuple[FamilyEncoder, Instances]], caches: PrefixCaches) -> list[str]:
+    def _kept(self) -> dict[tuple[tuple[FamilyEncoder, tuple[str, str]], Any], str]:
+        """The kept bare prefixes by ((encoder, owner), key), read off the kept layout."""
+        encoders, counts, owners, lengths, keys = self.layout or ([], [], [], [], [])
+        encoder_of_instance = chain.from_iterable(map(repeat, encoders, counts))
+        instance_of_series = chain.from_iterable(map(repeat, zip(encoder_of_instance, owners), lengths))
+        return dict(zip(zip(instance_of_series, keys), self.bare))
+
+    def _rebuild(self, families: list[tuple[FamilyEncoder, Instances]], caches: PrefixCaches) -> None:
+        """New prefixes for a new layout: those of series the run had already are taken as they
+        were (a source whose keys changed rebuilds its own series, not the whole run)."""
+        kept = self._kept()
+        bare: list[str] = []
         prefixes: list[str] = []
         for encoder, instances in families:
-            head = encoder.head
-            first = len(prefixes)
+            first = len(bare)
             for owner, series in instances:
-                blocks = encoder.cache(caches, owner).lookup(series, encoder.block, encoder.family.name)
-                prefixes.extend([head + block for block in blocks])
+                where = (encoder, owner)
+                found = [kept.get((where, key)) for key in series]
+                if None in found:
+                    blocks = encoder.cache(caches, owner).lookup(series, encoder.block, encoder.family.name)
+                    found = [encoder.head + block for block in blocks]
+                bare.extend(found)  # type: ignore[arg-type]  # no None left
+            prefixes.extend(bare[first:])
             prefixes[first] = encoder.header + prefixes[first]  # instances hold a series at least
-        return prefixes
+        self.bare, self.prefixes = bare, prefixes
