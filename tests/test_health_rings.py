@@ -15,6 +15,7 @@ import json
 import math
 import random
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health_fixtures import health_config
-from infrapulse.health.readings import Readings
+from infrapulse.health.readings import RateLists, Readings, rate_lists_of
 from infrapulse.health.rings import ColumnRing
-from infrapulse.health.scoring import _scored, curve, report_json
+from infrapulse.health.scoring import (
+    Detractor,
+    DetractorPart,
+    Report,
+    TargetScore,
+    _detractor_sentence,
+    _scored,
+    curve,
+    evaluate,
+    report_json,
+    top_detractors,
+)
 from infrapulse.health.service import HealthService
 from infrapulse.health.signals import SPARSE_COUNTERS, Measurement, counters_by_window
+from infrapulse.health.signals.base import at_most_one, paired, ratio, ratios
 from infrapulse.rates import Rate
 from infrapulse.sources.gnmi.columns import Column, Slots
 from infrapulse.store import Snapshot, Store
@@ -107,6 +120,13 @@ def _node(store: Store, rng: random.Random, now: float, xids: dict[tuple[str, ..
     store.publish("ethtool" if rng.random() < 0.5 else "nvml", "localhost", snap, stale_after=math.inf)
 
 
+class _Reference(ReferenceReadings):
+    """The reference readings and `rate_lists`, which is `rates()` as lists by definition."""
+
+    def rate_lists(self, family: str, keys: tuple[str, ...], kind: str = "window") -> RateLists:
+        return rate_lists_of(self.rates(family, keys, kind))
+
+
 def _same(a: Any, b: Any) -> bool:
     return json.dumps(a, sort_keys=True, default=repr) == json.dumps(b, sort_keys=True, default=repr)
 
@@ -129,10 +149,12 @@ def test_rings_equal_the_per_series_readings(seed: int) -> None:
     store = Store()
     switches = [FakeSwitch(f"leaf{i}", rng) for i in range(3)]
     twin = FakeSwitch("leaf0", random.Random(seed + 100))  # the same label tuples, another target
+    twin_rng = random.Random(seed + 200)
     old, new = ReferenceReadings(WINDOWS, SPARSE_COUNTERS), Readings(WINDOWS, SPARSE_COUNTERS)
     xids: dict[tuple[str, ...], float] = {}
     now = 1000.0
     checked = 0
+    from_rings = Counter[bool]()
     for _ in range(70):
         now += rng.choice((0.5, 1.0, 1.5, 7.0, 15.0, 60.0, 61.0))  # some closer than the spacing
         for sw in switches:
@@ -144,7 +166,10 @@ def test_rings_equal_the_per_series_readings(seed: int) -> None:
                 store.publish("gnmi", sw.name, sw.snapshot, stale_after=math.inf)
         twin.step()
         twin.snapshot.timestamp = now
-        store.publish("gnmi", "leaf0-twin", twin.snapshot, stale_after=math.inf)
+        if twin_rng.random() < 0.5:  # the twin comes and goes: rate_lists from the rings only without it
+            store.publish("gnmi", "leaf0-twin", twin.snapshot, stale_after=math.inf)
+        else:
+            store.remove("gnmi", "leaf0-twin")
         _node(store, rng, now, xids)
         old.update(store, counters)
         new.update(store, counters)
@@ -153,10 +178,15 @@ def test_rings_equal_the_per_series_readings(seed: int) -> None:
                 for keys in keysets:
                     expected = _rate_map(old.rates(family, keys, kind))
                     assert _rate_map(new.rates(family, keys, kind)) == expected, (family, keys, kind)
+                    lists = new.rate_lists(family, keys, kind)
+                    assert repr(lists) == repr(rate_lists_of(old.rates(family, keys, kind)))
+                    if family in (QUEUES, ECN, PAUSE, CARRIER) and keys[-1] != "nope":
+                        from_rings[new._ring_lists(family, keys, kind) is not None] += 1
                     checked += sum(1 for _, r in expected if "None" not in r)
                 for series in new.series(family):
                     assert repr(new.increase(series, kind)) == repr(old.increase(series, kind))
     assert new.rings, "the column path was not taken"
+    assert from_rings[True] and from_rings[False], from_rings  # rate_lists took both ways
     assert checked > 500  # most comparisons compared rates, not two empty dicts
 
 
@@ -183,7 +213,7 @@ def _fabric_service(reference: bool) -> tuple[HealthService, Any]:
     fabric = health_pass.Fabric(2, ports=4, seed=7)
     service = HealthService(fabric.store, health_config(), "node000", 15.0)
     if reference:
-        service.readings = ReferenceReadings(
+        service.readings = _Reference(
             {"window": service.config["window"], "event_window": service.config["event_window"],
              "link_window": service.config["link"]["window"],
              "link_baseline": service.config["link"]["baseline_window"]},
@@ -202,6 +232,8 @@ def test_health_report_identical_on_a_simulated_fabric() -> None:
         a, b = old.tick(now), new.tick(now)
         assert _same(report_json(b), report_json(a)), f"pass {i}"
     assert b.score is not None and len(b.detractors) > 0  # a report that says something
+    # the switch queues' lists came straight from the rings
+    assert new.readings._ring_lists(ECN, ("switch", "interface", "queue"), "window") is not None
 
 
 # -- the ranking of targets, against the sort it replaces -----------------------------------------
@@ -280,3 +312,98 @@ def test_target_names_are_kept_from_pass_to_pass_and_bounded_by_the_store() -> N
         gone[("leaf1", f"Ethernet{port}", "0")]
     readings.end_pass()
     assert len(readings.target_names(name, labels)) == 0
+
+
+def test_ranked_targets_read_as_the_list_of_targets() -> None:
+    """`_scored` makes each TargetScore when read; what is read is the list it stands for."""
+    ranked = _scored([Measurement(n, v) for n, v in (("b", 0.2), ("a", 0.0), ("c", 0.9))], 0.1, 0.5)
+    as_list = list(ranked)
+    assert [(t.measurement.target, t.score) for t in as_list] == [("c", 0.0), ("b", 75.0), ("a", 100.0)]
+    assert all(isinstance(t, TargetScore) for t in as_list)
+    assert len(ranked) == 3 and ranked[0] == as_list[0] and ranked[-1] == as_list[-1]
+    assert ranked[:2] == as_list[:2] and ranked[1:] == as_list[1:] and ranked[5:] == []
+    assert ranked == as_list and as_list == ranked and ranked != as_list[:2] and ranked != tuple(as_list)
+    assert as_list[1] in ranked and ranked.index(as_list[2]) == 2
+    with pytest.raises(IndexError):
+        ranked[3]
+
+
+# -- the bulk forms of the per-target rules ---------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(VALUES, VALUES), max_size=20))
+def test_bulk_ratio_and_cap_are_the_per_target_rules(pairs: list[tuple[float, float]]) -> None:
+    parts, wholes = [p for p, _ in pairs], [w for _, w in pairs]
+    assert repr(ratios(parts, wholes)) == repr([ratio(p, w) for p, w in pairs])  # -0.0 and NaN too
+    assert repr(at_most_one(parts)) == repr([min(p, 1.0) for p in parts])
+
+
+def test_paired_keys_are_the_dict_lookup() -> None:
+    a = RateLists([("x",), ("y",), ("z",)], [0.0] * 3, [1.0, 2.0, 3.0])
+    b = RateLists([("z",), ("x",), ("w",)], [0.0] * 3, [30.0, 10.0, 40.0])
+    assert paired(a, b) == ([("x",), ("z",)], [1.0, 3.0], [10.0, 30.0])
+    assert paired(a, RateLists(list(a.keys), [], [4.0, 5.0, 6.0])) == (a.keys, a.increase, [4.0, 5.0, 6.0])
+
+
+# -- the detractors, against the ranking they replace ---------------------------------------------
+
+def _reference_detractors(report: Report, count: int) -> list[Detractor]:
+    """scoring.top_detractors as of 0d3cac9: a DetractorPart per unhealthy target, a key function."""
+    import heapq
+
+    def part_order(item: tuple[bool, DetractorPart]) -> tuple[int, float, str]:
+        firing, part = item
+        return (0 if firing else 1, -part.impact, part.result.signal.name)
+
+    known = [c for c in report.components.values() if c.score is not None and c.weight > 0]
+    total = sum(c.weight for c in known)
+    if total <= 0:
+        return []
+    by_target: dict[str, list[tuple[bool, DetractorPart]]] = {}
+    for comp in known:
+        signals = [s for s in comp.signals if s.known]
+        weight_sum = sum(s.settings.weight for s in signals)
+        for result in signals:
+            share = (comp.weight / total) * (result.settings.weight / weight_sum)
+            for target in result.targets:
+                if target.score >= 100.0:
+                    break
+                firing = result.settings.critical and target.score <= 0.0
+                part = DetractorPart(comp.name, result, target, share * (100.0 - target.score))
+                by_target.setdefault(target.measurement.target, []).append((firing, part))
+
+    def rank_key(item: tuple[str, list[tuple[bool, DetractorPart]]]) -> tuple[int, float, float, str, str]:
+        name, parts = item
+        firing, first = min(parts, key=part_order)
+        impact = sum(p.impact for _, p in parts)
+        return (0 if firing else 1, -impact, first.target.score, first.result.signal.name, name)
+
+    out = []
+    for rank, (_, parts) in enumerate(heapq.nsmallest(count, by_target.items(), key=rank_key), start=1):
+        ordered = [p for _, p in sorted(parts, key=part_order)]
+        first, others = ordered[0], ordered[1:]
+        out.append(Detractor(rank, first.component, first.result, first.target,
+                             sum(p.impact for p in ordered), _detractor_sentence(first, others), others))
+    return out
+
+
+# Signals of three components, one critical, two pairs measuring the same targets (a switch queue
+# and its uplink view): targets named alike across signals are one detractor.
+DETRACTOR_SIGNALS = ("ecn_marked_ratio", "queue_drop_ratio", "pfc_pause_ratio", "uplink_ecn_marked_ratio",
+                     "uplink_pfc_pause_ratio")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(DETRACTOR_SIGNALS), st.sampled_from(["q1", "q2", "q3", "q4"]),
+                          st.sampled_from([0.0, 0.0005, 0.002, 0.01, 0.05, 0.1, 0.3, 1.0])), max_size=24),
+       st.integers(1, 6))
+def test_detractors_ranked_as_before(rows: list[tuple[str, str, float]], count: int) -> None:
+    by_signal: dict[str, list[Measurement]] = {name: [] for name in DETRACTOR_SIGNALS}
+    for name, target, value in rows:
+        by_signal[name].append(Measurement(target, value, labels={"switch": "leaf1"}))
+    report = evaluate(dict(by_signal), health_config(), timestamp=0.0)
+
+    def told(detractors: list[Detractor]) -> list[tuple[Any, ...]]:
+        return [(d.rank, d.component, d.signals, d.target, repr(d.impact), d.sentence) for d in detractors]
+
+    assert told(top_detractors(report, count)) == told(_reference_detractors(report, count))

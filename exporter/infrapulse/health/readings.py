@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 from .. import catalog
 from ..rates import CounterHistory, Rate
@@ -40,6 +40,22 @@ class Series:
 SeriesKey = tuple[str, str, str, LabelValues]  # (family, source, target, label values)
 BornKey = tuple[str, str, str, str, LabelValues]  # (window kind,) + SeriesKey
 RingKey = tuple[str, str, str, str]  # (window kind, source, target, family)
+
+
+class RateLists(NamedTuple):
+    """`Readings.rates()` as parallel lists: the same keys in the same order, each one's
+    per_second and increase (what the per-queue signals read, without a `Rate` per queue).
+    Cached for the pass and shared: read-only."""
+
+    keys: list[LabelValues]
+    per_second: list[float]
+    increase: list[float]
+
+
+def rate_lists_of(rates: dict[LabelValues, Rate]) -> RateLists:
+    """The lists of a `rates()` dict."""
+    return RateLists(list(rates), [r.per_second for r in rates.values()],
+                     [r.increase for r in rates.values()])
 
 
 class TargetNames(dict[LabelValues, tuple[str, dict[str, str]]]):
@@ -80,6 +96,7 @@ class Readings:
         # key -> (previous observation of its instance, first timestamp, first value)
         self._born: dict[BornKey, tuple[float, float, float]] = {}
         self._rate_cache: dict[tuple[str, tuple[str, ...], str], dict[tuple[str, ...], Rate]] = {}
+        self._lists_cache: dict[tuple[str, tuple[str, ...], str], RateLists] = {}
         self._label_cache: dict[str, tuple[str, ...]] = {}
         # Counter families held in gNMI columns (not sparse): one ring per column (see rings.py).
         self.rings: dict[RingKey, ColumnRing] = {}
@@ -94,6 +111,7 @@ class Readings:
         """Observe every counter family in `counters` ({window kind: families}) from the store."""
         self.store = store
         self._rate_cache.clear()
+        self._lists_cache.clear()
         self._ring_index.clear()
         live: dict[str, set[SeriesKey]] = {kind: set() for kind in counters}
         live_rings: set[RingKey] = set()
@@ -146,6 +164,7 @@ class Readings:
         cleared by the next `update` anyway, so nothing changes but the memory held between
         passes (a Rate and an index entry per counter series of a fabric)."""
         self._rate_cache.clear()
+        self._lists_cache.clear()
         self._ring_index.clear()
         for ring in self.rings.values():
             ring.forget_rates()
@@ -258,6 +277,45 @@ class Readings:
                     prev = out.get(key)
                     out[key] = rate if prev is None else _sum(prev, rate)
         self._rate_cache[cache_key] = out
+        return out
+
+    def rate_lists(self, family: str, keys: tuple[str, ...], kind: str = "window") -> RateLists:
+        """`rates()` as parallel lists, cached for this pass. Straight from the rings' sums where
+        that gives the same lists, which is a fabric's common case; else from `rates()`."""
+        cache_key = (family, keys, kind)
+        cached = self._lists_cache.get(cache_key)
+        if cached is None:
+            cached = self._ring_lists(family, keys, kind)
+            if cached is None:
+                cached = rate_lists_of(self.rates(family, keys, kind))
+            self._lists_cache[cache_key] = cached
+        return cached
+
+    def _ring_lists(self, family: str, keys: tuple[str, ...], kind: str) -> RateLists | None:
+        """The rings' label tuples and sums, one instance after another, where that is what
+        `rates()` holds: the keys are every label in order, every instance holding the family
+        has a ring with a rate for each series, and no two instances share a first label (the
+        switch), so no key is summed over instances or left out. Else None."""
+        names = self.label_names(family)
+        if self.store is None or not names or keys != names:
+            return None
+        out = RateLists([], [], [])
+        heads: set[str] = set()
+        for (source, target), snap in self.store.snapshots():
+            if source == HEALTH_SOURCE or not snap.series.get(family):
+                continue
+            ring = self.rings.get((kind, source, target, family))
+            if ring is None or ring.width != len(names):
+                return None
+            sums = ring.sums()
+            if sums is None:
+                return None
+            if not heads.isdisjoint(ring.heads):
+                return None
+            heads |= ring.heads
+            out.keys.extend(ring.labels)
+            out.per_second.extend(sums[0])
+            out.increase.extend(sums[1])
         return out
 
     @staticmethod

@@ -40,20 +40,29 @@ _new_rate = partial(tuple.__new__, Rate)  # Rate(*fields) without a Python-level
 class ColumnRing:
     """History of one counter family of one source instance held in a `Column`."""
 
-    __slots__ = ("labels", "width", "times", "rows", "late", "_rates")
+    __slots__ = ("labels", "width", "heads", "times", "rows", "late", "_rates", "_followed")
 
     def __init__(self) -> None:
         self.labels: tuple[LabelValues, ...] = ()  # the column's visible series, in its order
         self.width = -1  # len() of every label tuple when they all have the same, else -1
+        # The first label of every series (a gNMI column's switch): series of two rings whose
+        # heads differ cannot have the same label tuple.
+        self.heads: frozenset[str] = frozenset()
         self.times: list[float] = []  # observation timestamps, one per row
         self.rows: list[array[float]] = []  # values per observation, aligned with `labels`
         self.late: dict[int, int] = {}  # series index -> its first row, where that is not row 0
         self._rates: list[Rate | None] | None = None  # this pass's, built on first read
+        # The column last followed and its keys_version then (which moves whenever its series do)
+        self._followed: tuple[Column, int] | None = None
 
     def follow(self, column: Column) -> None:
         """Align with the column's current series: history of the series that went is dropped,
         new series have no point yet (their first row is the next one)."""
         self._rates = None
+        followed = self._followed
+        if followed is not None and followed[0] is column and followed[1] == column.keys_version:
+            return  # the same series as last time, without a copy of their labels
+        self._followed = (column, column.keys_version)
         labels = column.labels()
         if labels == self.labels:
             return
@@ -71,6 +80,7 @@ class ColumnRing:
         self.labels = labels
         widths = {len(lab) for lab in labels}
         self.width = widths.pop() if len(widths) == 1 else -1
+        self.heads = frozenset(lab[0] for lab in labels if lab)
 
     def observe(self, column: Column, timestamp: float, window: float, max_points: int) -> None:
         """Add the column's current values as a row at `timestamp` (after `follow`), then drop the
@@ -105,31 +115,57 @@ class ColumnRing:
             self._rates = self._compute()
         return self._rates
 
+    def sums(self) -> tuple[list[float], list[float]] | None:
+        """(per_second, increase) of every series, in `labels` order: the fields of `rates()`
+        without a `Rate` per series (the signals that read one field of a whole column). None
+        while a series has no rate yet: then only `rates()` says which."""
+        totals = self._totals()
+        if totals is None:
+            return None
+        increase, _, seconds = totals
+        per_second = list(map(truediv, increase, repeat(seconds)))
+        for i, first in self.late.items():
+            rate = self._late_rate(i, first)
+            if rate is None:
+                return None
+            per_second[i], increase[i] = rate.per_second, rate.increase
+        return per_second, increase
+
     def _compute(self) -> list[Rate | None]:
-        times, rows = self.times, self.rows
-        n = len(rows)
         out: list[Rate | None]
-        seconds = times[-1] - times[0] if n >= 2 else 0.0
-        if n < 2 or seconds <= 0:
+        totals = self._totals()
+        if totals is None:
             out = [None] * len(self.labels)
         else:
-            acc: list[float] = [0.0] * len(self.labels)
-            resets = [0] * len(acc)
-            for r in range(1, n):
-                prev, cur = rows[r - 1], rows[r]
-                if any(map(lt, cur, prev)):  # a reset somewhere: count it, sum series by series
-                    for i in compress(range(len(acc)), map(lt, cur, prev)):
-                        resets[i] += 1
-                    acc = list(map(_step, acc, prev, cur))
-                elif any(map(ne, prev, prev)):  # a NaN before: the reset rule counts from the value
-                    acc = list(map(_step, acc, prev, cur))
-                else:  # the common case, all in C: every delta is cur - prev
-                    acc = list(map(add, acc, map(sub, cur, prev)))
+            acc, resets, seconds = totals
             out = list(map(_new_rate, zip(map(truediv, acc, repeat(seconds)), acc, repeat(seconds),
                                           repeat(False), resets)))
         for i, first in self.late.items():
             out[i] = self._late_rate(i, first)
         return out
+
+    def _totals(self) -> tuple[list[float], list[int], float] | None:
+        """Each series' increase and resets over every row, and the rows' span in seconds; None
+        with fewer than two rows. A late series' entries are not its own (see `_late_rate`)."""
+        times, rows = self.times, self.rows
+        n = len(rows)
+        seconds = times[-1] - times[0] if n >= 2 else 0.0
+        if n < 2 or seconds <= 0:
+            return None
+        acc: list[float] = [0.0] * len(self.labels)
+        resets = [0] * len(acc)
+        values = [row.tolist() for row in rows]  # each value boxed once, not once per map below
+        for r in range(1, n):
+            prev, cur = values[r - 1], values[r]
+            if any(map(lt, cur, prev)):  # a reset somewhere: count it, sum series by series
+                for i in compress(range(len(acc)), map(lt, cur, prev)):
+                    resets[i] += 1
+                acc = list(map(_step, acc, prev, cur))
+            elif any(map(ne, prev, prev)):  # a NaN before: the reset rule counts from the value
+                acc = list(map(_step, acc, prev, cur))
+            else:  # the common case, all in C: every delta is cur - prev
+                acc = list(map(add, acc, map(sub, cur, prev)))
+        return acc, resets, seconds
 
     def _late_rate(self, i: int, first: int) -> Rate | None:
         """One series younger than row 0: the same sum over its own rows."""

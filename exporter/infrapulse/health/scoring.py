@@ -21,11 +21,12 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import count, repeat
+from itertools import count, repeat, starmap
 from operator import attrgetter, itemgetter, mul, ne
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from .coverage import CoverageNote
 from .latency import EndpointLatency
@@ -101,6 +102,50 @@ class TargetScore(NamedTuple):
     score: float
 
 
+_new_target = partial(tuple.__new__, TargetScore)  # TargetScore(*fields), no Python-level call
+
+
+class RankedTargets(Sequence[TargetScore]):
+    """A signal's targets, worst first: its measurements and sub-scores with their rank order,
+    each `TargetScore` made when read. A fabric signal ranks tens of thousands of targets; a pass
+    reads the unhealthy ones and the worst few."""
+
+    __slots__ = ("_measurements", "_scores", "_order")
+
+    def __init__(self, measurements: list[Measurement], scores: list[float], order: list[int]) -> None:
+        self._measurements, self._scores, self._order = measurements, scores, order
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> TargetScore: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[TargetScore]: ...
+
+    def __getitem__(self, index: int | slice) -> TargetScore | list[TargetScore]:
+        if isinstance(index, slice):
+            return list(self._made(self._order[index]))
+        i = self._order[index]
+        return _new_target((self._measurements[i], self._scores[i]))
+
+    def __iter__(self) -> Iterator[TargetScore]:
+        return self._made(self._order)
+
+    def _made(self, order: list[int]) -> Iterator[TargetScore]:
+        return map(_new_target, zip(map(self._measurements.__getitem__, order),
+                                    map(self._scores.__getitem__, order)))
+
+    def __eq__(self, other: object) -> bool:  # equal to the list of the same targets
+        if isinstance(other, RankedTargets | list):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"RankedTargets({list(self)!r})"
+
+
 @dataclass(frozen=True)
 class SloBreach:
     """One endpoint past a latency objective: the status cannot be healthy while it lasts."""
@@ -127,7 +172,7 @@ class SignalResult:
     signal: Signal
     settings: Settings
     applicable: bool
-    targets: list[TargetScore] = field(default_factory=list)  # worst first
+    targets: Sequence[TargetScore] = field(default_factory=list)  # worst first
 
     @property
     def enabled(self) -> bool:
@@ -261,32 +306,31 @@ def _weighted(pairs: list[tuple[float, float]]) -> float | None:
     return sum(w * v for w, v in pairs) / total if total > 0 else None
 
 
-_new_target = partial(tuple.__new__, TargetScore)  # TargetScore(*fields), no Python-level call
-_value, _target, _last = attrgetter("value"), attrgetter("target"), itemgetter(-1)
+_value, _target, _position = attrgetter("value"), attrgetter("target"), itemgetter(3)
 
 
-def _scored(values: list[Measurement], good: float, bad: float) -> list[TargetScore]:
+def _scored(values: list[Measurement], good: float, bad: float) -> RankedTargets:
     """Every target's sub-score, worst first. Equal scores (two targets both past bad, or both
     within good) are ordered by how far each is towards bad, so the worst target leads whatever
     the rounding did; then by name, then as measured. A fabric has tens of thousands of targets,
-    mostly healthy: those skip the curve, and the sort compares plain tuples."""
+    mostly healthy: those skip the curve, the sorts compare plain floats and strings, and no
+    `TargetScore` is made until one is read (`RankedTargets`)."""
     measured = list(map(_value, values))
     if good < bad:
         scores = [100.0 if v <= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
     else:
         scores = [100.0 if v >= good else round(curve(v, good, bad), SCORE_DIGITS) for v in measured]
-    away = -1.0 if bad >= good else 1.0
-    toward = list(map(mul, repeat(away), measured))
     if any(map(ne, measured, measured)):  # a NaN: only the tuple comparison orders it as before
-        ranked = sorted(zip(scores, toward, map(_target, values), count(),
-                            map(_new_target, zip(values, scores))))
-        return list(map(_last, ranked))
+        away = -1.0 if bad >= good else 1.0
+        ranked = sorted(zip(scores, map(mul, repeat(away), measured), map(_target, values), count()))
+        return RankedTargets(values, scores, list(map(_position, ranked)))
     # The same order as sorting (score, toward, target, position) tuples, as three stable sorts
-    # from the last key to the first: each compares plain floats or strings, in C.
+    # from the last key to the first: each compares plain floats or strings, in C. Toward bad is
+    # the value itself, descending where higher is worse (a stable reverse sort keeps ties in order).
     order = sorted(range(len(values)), key=list(map(_target, values)).__getitem__)
-    order.sort(key=toward.__getitem__)
+    order.sort(key=measured.__getitem__, reverse=bad >= good)
     order.sort(key=scores.__getitem__)
-    return list(map(_new_target, zip(map(values.__getitem__, order), map(scores.__getitem__, order))))
+    return RankedTargets(values, scores, order)
 
 
 def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
@@ -353,6 +397,21 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
     return report
 
 
+# One signal's view of an unhealthy target, as a tuple: (0 if firing else 1, -impact, signal name,
+# component, result, target, impact). A fabric pass has thousands; the DetractorPart objects are
+# made only for the targets that rank.
+_Row = tuple[int, float, str, str, SignalResult, TargetScore, float]
+_row_order = itemgetter(0, 1, 2)  # firing first, then costing most, then by signal name
+_row_impact = itemgetter(6)
+
+
+def _rank(name: str, rows: list[_Row]) -> tuple[int, float, float, str, str]:
+    """A target's rank key: firing first, then the most points (all its signals), then the
+    score and the signal of its part costing the most, then its name."""
+    first = min(rows, key=_row_order)
+    return (first[0], -sum(map(_row_impact, rows)), first[5].score, first[2], name)
+
+
 def top_detractors(report: Report, count: int) -> list[Detractor]:
     """The targets costing the most points, one entry per target: firing critical signals first,
     then by impact (summed over the signals that score the target)."""
@@ -360,37 +419,30 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
     total = sum(c.weight for c in known)
     if total <= 0:
         return []
-    by_target: dict[str, list[tuple[bool, DetractorPart]]] = {}
+    by_target: dict[str, list[_Row]] = {}
     for comp in known:
         signals = [s for s in comp.signals if s.known]
         weight_sum = sum(s.settings.weight for s in signals)
         for result in signals:
             share = (comp.weight / total) * (result.settings.weight / weight_sum)
+            critical, signal = result.settings.critical, result.signal.name
             for target in result.targets:
-                if target.score >= 100.0:
+                score = target.score
+                if score >= 100.0:
                     break  # targets are sorted worst first
-                firing = result.settings.critical and target.score <= 0.0
-                part = DetractorPart(comp.name, result, target, share * (100.0 - target.score))
-                by_target.setdefault(target.measurement.target, []).append((firing, part))
-
-    def rank_key(item: tuple[str, list[tuple[bool, DetractorPart]]]) -> tuple[int, float, float, str, str]:
-        name, parts = item
-        firing, first = min(parts, key=_part_order)
-        impact = sum(p.impact for _, p in parts)
-        return (0 if firing else 1, -impact, first.target.score, first.result.signal.name, name)
+                impact = share * (100.0 - score)
+                row = (0 if critical and score <= 0.0 else 1, -impact, signal, comp.name, result, target,
+                       impact)
+                by_target.setdefault(target.measurement.target, []).append(row)
 
     out = []
-    for rank, (_, parts) in enumerate(heapq.nsmallest(count, by_target.items(), key=rank_key), start=1):
-        ordered = [p for _, p in sorted(parts, key=_part_order)]
-        first, others = ordered[0], ordered[1:]
+    ranked = heapq.nsmallest(count, starmap(_rank, by_target.items()))  # each key ends with its name
+    for rank, (*_, name) in enumerate(ranked, start=1):
+        parts = [DetractorPart(*row[3:]) for row in sorted(by_target[name], key=_row_order)]
+        first, others = parts[0], parts[1:]
         out.append(Detractor(rank, first.component, first.result, first.target,
-                             sum(p.impact for p in ordered), _detractor_sentence(first, others), others))
+                             sum(p.impact for p in parts), _detractor_sentence(first, others), others))
     return out
-
-
-def _part_order(item: tuple[bool, DetractorPart]) -> tuple[int, float, str]:
-    firing, part = item
-    return (0 if firing else 1, -part.impact, part.result.signal.name)
 
 
 def _detractor_sentence(first: DetractorPart, others: list[DetractorPart]) -> str:

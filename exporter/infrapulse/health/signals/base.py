@@ -13,7 +13,7 @@ series that appears mid-life as having started from zero, so a first XID is not 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from operator import itemgetter
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from ...rates import Rate
 from ..latency import EndpointLatency
-from ..readings import Readings
+from ..readings import RateLists, Readings, TargetNames
 
 
 class _MeasurementFields(NamedTuple):
@@ -56,6 +56,15 @@ class Measurement(_MeasurementFields):
 # from pass to pass, Readings.target_names): the hot loops build one per switch queue and port.
 measurement: Callable[[tuple[str, float, str, dict[str, str]]], Measurement] = partial(
     tuple.__new__, Measurement)
+_name_of, _labels_of = itemgetter(0), itemgetter(1)
+
+
+def measurements(names: TargetNames, keys: list[tuple[str, ...]], values: Iterable[float],
+                 notes: Iterable[str]) -> list[Measurement]:
+    """One Measurement per key, named and labelled by `names`, with its value and note: built
+    in C, no Python-level call per switch queue or port."""
+    found = list(map(names.__getitem__, keys))
+    return list(map(measurement, zip(map(_name_of, found), values, notes, map(_labels_of, found))))
 
 
 @dataclass
@@ -200,6 +209,30 @@ def ratio(part: float, whole: float) -> float:
     if whole <= 0:
         return 0.0 if part <= 0 else 1.0
     return min(part / whole, 1.0)
+
+
+def ratios(parts: Iterable[float], wholes: Iterable[float]) -> list[float]:
+    """`ratio` of each pair, its rule written out: a call per switch queue costs more than it."""
+    return [(0.0 if p <= 0 else 1.0) if w <= 0 else (1.0 if (r := p / w) > 1.0 else r)
+            for p, w in zip(parts, wholes)]
+
+
+def at_most_one(values: list[float]) -> list[float]:
+    """`min(v, 1.0)` of each value; the list itself when none is above 1 (the common case,
+    one C-level `max`: a NaN is never above, and `min` keeps it too)."""
+    if not values or max(values) <= 1.0:
+        return values
+    return [1.0 if v > 1.0 else v for v in values]
+
+
+def paired(a: RateLists, b: RateLists) -> tuple[list[tuple[str, ...]], list[float], list[float]]:
+    """The keys of `a` that `b` has too, in `a`'s order, with the increase of each in both."""
+    if a.keys == b.keys:  # the same queues in both families: a fabric's case
+        return a.keys, a.increase, b.increase
+    at = dict(zip(b.keys, b.increase))
+    both = [i for i, k in enumerate(a.keys) if k in at]
+    keys = [a.keys[i] for i in both]
+    return keys, [a.increase[i] for i in both], [at[k] for k in keys]
 
 
 SWQ = ("switch", "interface", "queue")

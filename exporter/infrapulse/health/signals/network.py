@@ -3,6 +3,9 @@ counters (infiniband) — congestion (ECN, PFC), drops, link errors, flaps, tele
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import add, itemgetter
+
 from . import link
 from .base import (
     COUNT,
@@ -18,15 +21,18 @@ from .base import (
     Context,
     Measurement,
     Signal,
+    at_most_one,
     gauges_by,
     label_maker,
-    measurement,
+    measurements,
     nic_prio_name,
+    paired,
     port_name,
     present_keys,
     queue_name,
     rates_by,
     ratio,
+    ratios,
     rdma_ports,
     switch_prio_name,
 )
@@ -48,19 +54,19 @@ PHY_ERROR_KINDS = (
 # Status entries of the gnmi source that are about its config, not a switch.
 GNMI_NON_SWITCH_TARGETS = frozenset({"shard", "targets_file"})
 SWQ_LABELS, SWP_LABELS, SWI_LABELS = label_maker(SWQ), label_maker(SWP), label_maker(SWI)
+QUEUE_SENT = "infrapulse_switch_queue_transmitted_packets_total"
+_direction = itemgetter(3)  # of a SWP key
+
+# The per-queue and per-port switch signals work on whole lists (Readings.rate_lists): a fabric
+# has tens of thousands of these targets, and a Python-level step per target was most of a pass.
 
 
 def measure_switch_ecn(ctx: Context) -> list[Measurement]:
-    marked = rates_by(ctx, "infrapulse_switch_queue_ecn_marked_packets_total", SWQ)
-    sent = rates_by(ctx, "infrapulse_switch_queue_transmitted_packets_total", SWQ)
-    queues = ctx.readings.target_names(queue_name, SWQ_LABELS)
-    out = []
-    for k, m in marked.items():
-        t = sent.get(k)
-        if t is not None:
-            name, labels = queues[k]
-            out.append(measurement((name, ratio(m.increase, max(t.increase, m.increase)), "", labels)))
-    return out
+    readings = ctx.readings
+    keys, marked, sent = paired(readings.rate_lists("infrapulse_switch_queue_ecn_marked_packets_total", SWQ),
+                                readings.rate_lists(QUEUE_SENT, SWQ))
+    queues = readings.target_names(queue_name, SWQ_LABELS)
+    return measurements(queues, keys, ratios(marked, map(max, sent, marked)), repeat(""))
 
 
 def measure_nic_ecn(ctx: Context) -> list[Measurement]:
@@ -91,10 +97,9 @@ def measure_pfc_ratio(ctx: Context) -> list[Measurement]:
     """Share of the window a pause was in effect: PFC per priority (switch and NIC) and IEEE
     802.3x global pause per NIC, which stops the whole link (all priorities) just the same."""
     priorities = ctx.readings.target_names(switch_prio_name, SWP_LABELS)
-    out = []
-    for k, r in rates_by(ctx, "infrapulse_switch_pfc_pause_duration_seconds_total", SWP).items():
-        name, labels = priorities[k]
-        out.append(measurement((name, min(r.per_second, 1.0), PFC_NOTE.get(k[3], ""), labels)))
+    paused = ctx.readings.rate_lists("infrapulse_switch_pfc_pause_duration_seconds_total", SWP)
+    out = measurements(priorities, paused.keys, at_most_one(paused.per_second),
+                       map(PFC_NOTE.get, map(_direction, paused.keys), repeat("")))
     for k, r in rates_by(ctx, "infrapulse_nic_pfc_pause_duration_seconds_total", NICP).items():
         out.append(Measurement(nic_prio_name(k), min(r.per_second, 1.0), PFC_NOTE.get(k[2], ""),
                                labels=dict(zip(NICP, k))))
@@ -118,6 +123,10 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
              NICP, nic_prio_name, PFC_NOTE),
             ("infrapulse_nic_global_pause_frames_total", "infrapulse_nic_global_pause_duration_seconds_total",
              NICD, global_pause_name, GLOBAL_PAUSE_NOTE)):
+        same = _same_series(ctx, frames, durations, keys)
+        if same is not None:  # every port with frames reports a duration
+            timed_ports += same
+            continue
         timed = present_keys(ctx, durations, keys)
         frame_keys = present_keys(ctx, frames, keys)
         untimed = len(frame_keys - timed)
@@ -134,6 +143,24 @@ def measure_pfc_frames(ctx: Context) -> list[Measurement] | None:
     return out
 
 
+def _same_series(ctx: Context, a: str, b: str, keys: tuple[str, ...]) -> int | None:
+    """How many series family `a` has where `keys` are its labels and family `b` has the same
+    label tuples in the same order in every source instance (a switch's pause frames and
+    durations): then `present_keys` of both are one set, and comparing the lists, mostly
+    identical tuples, is cheaper than building it. Else None."""
+    readings = ctx.readings
+    store = readings.store
+    if store is None or readings.label_names(a) != keys or readings.label_names(b) != keys:
+        return None
+    count = 0
+    for _, snap in store.snapshots():
+        mine = list(snap.series.get(a) or ())
+        if mine != list(snap.series.get(b) or ()):
+            return None
+        count += len(mine)
+    return count
+
+
 def measure_pause_storms(ctx: Context) -> list[Measurement]:
     family = "infrapulse_nic_pause_storm_events_total"
     total = rates_by(ctx, family, ("interface",))
@@ -146,16 +173,11 @@ def measure_pause_storms(ctx: Context) -> list[Measurement]:
 
 
 def measure_queue_drops(ctx: Context) -> list[Measurement]:
-    dropped = rates_by(ctx, "infrapulse_switch_queue_dropped_packets_total", SWQ)
-    sent = rates_by(ctx, "infrapulse_switch_queue_transmitted_packets_total", SWQ)
-    queues = ctx.readings.target_names(queue_name, SWQ_LABELS)
-    out = []
-    for k, d in dropped.items():
-        t = sent.get(k)
-        if t is not None:
-            name, labels = queues[k]
-            out.append(measurement((name, ratio(d.increase, t.increase + d.increase), "", labels)))
-    return out
+    readings = ctx.readings
+    keys, dropped, sent = paired(readings.rate_lists("infrapulse_switch_queue_dropped_packets_total", SWQ),
+                                 readings.rate_lists(QUEUE_SENT, SWQ))
+    queues = readings.target_names(queue_name, SWQ_LABELS)
+    return measurements(queues, keys, ratios(dropped, map(add, sent, dropped)), repeat(""))
 
 
 def measure_phy_errors(ctx: Context) -> list[Measurement]:
