@@ -161,13 +161,13 @@ class _BulkPlan:
     and the per-file Python work cost as much as the reads themselves.
 
     The files are read in family order, counters first, so that each family's values are one
-    slice of the parsed list: `values[slices[i]]` are the values of `families[i]`, in the order
-    of `labels[i]`. Any failed read or parse leaves the bulk path for the per-file one
+    slice of the parsed list. Most families of a device hold one series (a port's counter):
+    those are filed one small dict each (`singles`), the others from their slice (`multis`).
+    Any failed read or parse leaves the bulk path for the per-file one
     (`InfinibandReader._read_entries`), which reports each bad file.
     """
 
-    __slots__ = ("entries", "fds", "counters", "others", "families", "labels", "slices",
-                 "scaled", "saturating")
+    __slots__ = ("entries", "fds", "counters", "others", "singles", "multis", "scaled", "saturating")
 
     def __init__(self, entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]]) -> None:
         by_family: dict[str, list[tuple[int, str, str, tuple[str, ...], int, int, int]]] = {}
@@ -178,12 +178,17 @@ class _BulkPlan:
         self.fds = [entry[0] for entry in self.entries]
         self.counters = sum(entry[5] == K_COUNTER for entry in self.entries)  # the first ones
         self.others = [PARSERS[entry[5]] for entry in self.entries[self.counters:]]
-        self.families = [group[0][2] for group in groups]
-        self.labels = [[entry[3] for entry in group] for group in groups]
-        starts = [0]
+        # (family, labels, position) of a one-series family; (family, [labels], slice) of others
+        self.singles: list[tuple[str, tuple[str, ...], int]] = []
+        self.multis: list[tuple[str, list[tuple[str, ...]], slice]] = []
+        start = 0
         for group in groups:
-            starts.append(starts[-1] + len(group))
-        self.slices = [slice(a, b) for a, b in zip(starts, starts[1:])]
+            family, end = group[0][2], start + len(group)
+            if len(group) == 1:
+                self.singles.append((family, group[0][3], start))
+            else:
+                self.multis.append((family, [entry[3] for entry in group], slice(start, end)))
+            start = end
         # (position, multiplier) of the scaled counters; (port labels, [(position, limit)]) of
         # the width-limited ones, checked before scaling as the per-file path does
         self.scaled = [(i, e[4]) for i, e in enumerate(self.entries) if e[5] == K_COUNTER and e[4] != 1]
@@ -211,8 +216,10 @@ class _BulkPlan:
                      for labels, limits in self.saturating}
         for i, scale in self.scaled:
             values[i] *= scale
-        by_family = map(values.__getitem__, self.slices)
-        series.update(zip(self.families, map(dict, map(zip, self.labels, by_family))))
+        for family, labels, i in self.singles:  # a plain loop: a zip and a dict() per family cost 3x
+            series[family] = {labels: values[i]}
+        for family, keys, part in self.multis:
+            series[family] = dict(zip(keys, values[part]))
         return saturated
 
 
