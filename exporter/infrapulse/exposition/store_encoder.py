@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any, Protocol, runtime_checkable
 
@@ -36,11 +36,12 @@ class CatalogSeries(Protocol):
 
 class _Encoders:
     """FamilyEncoders by style, then family name (a frozen dataclass hashes every field: a node
-    render looks up ~50 families)."""
+    render looks up ~50 families), and the kept prefixes and runs they write through."""
 
     def __init__(self) -> None:
         self.caches = PrefixCaches()
         self._by_style: dict[Style, dict[str, FamilyEncoder]] = {}
+        self._runs: dict[Style, list[Run]] = {}  # by style, in render order
 
     def encoders(self, style: Style) -> dict[str, FamilyEncoder]:
         encoders = self._by_style.get(style)
@@ -55,37 +56,11 @@ class _Encoders:
             encoder = encoders[family.name] = FamilyEncoder(family, style)
         return encoder
 
-
-class CatalogEncoder(_Encoders):
-    """Renders a CatalogSeries collector as prometheus_client would its collect()."""
-
-    def __init__(self, collector: CatalogSeries) -> None:
-        super().__init__()
-        self.collector = collector
-
-    def render(self, style: Style) -> Iterator[str]:
-        encoders, caches = self.encoders(style), self.caches
-        for family, series in self.collector.catalog_series():
-            if series:
-                encoder = self.encoder(encoders, family, style)
-                yield encoder.header + encoder.chunk(series, encoder.cache(caches, DAEMON_OWNER))
-        caches.sweep()
-
-
-class StoreEncoder(_Encoders):
-    """Renders what the collector's `collect()` yields, through kept prefixes."""
-
-    def __init__(self, collector: StoreSeries) -> None:
-        super().__init__()
-        self.collector = collector
-        self._runs: dict[Style, list[Run]] = {}  # by style, in render order
-
-    def render(self, style: Style) -> Iterator[str]:
-        """The collector's families in `style`: consecutive small families as one run (see
-        runs.py), a large one a family at a time (its lines, each ending in a newline); a gzip
-        scrape compresses them as they come, never holding the whole text."""
-        by_family, series_per_source = self.collector.families()
-        caches, encoders, get_encoder = self.caches, self.encoders(style), self.encoder
+    def written(self, style: Style, families: Iterable[tuple[FamilyEncoder, Instances]]) -> Iterator[str]:
+        """`families` (each with at least one series) in order: consecutive small ones as one run
+        (see runs.py), a large one a family at a time (its lines, each ending in a newline); a
+        gzip scrape compresses them as they come, never holding the whole text."""
+        caches = self.caches
         runs = self._runs.setdefault(style, [])
         used = 0  # runs of this render so far
         pending: list[tuple[FamilyEncoder, Instances]] = []  # the current run's families
@@ -99,12 +74,7 @@ class StoreEncoder(_Encoders):
             pending.clear()
             return text
 
-        own_instances: list[tuple[FamilyEncoder, Instances]] = [
-            (get_encoder(encoders, family, style), [(DAEMON_OWNER, own)])
-            for family, own in self.collector.own_families(series_per_source) if own]
-        store_instances: Iterator[tuple[FamilyEncoder, Instances]] = (
-            (get_encoder(encoders, catalog.get(name), style), by_family[name]) for name in sorted(by_family))
-        for encoder, instances in chain(own_instances, store_instances):
+        for encoder, instances in families:
             if fits_a_run(encoder, instances):
                 pending.append((encoder, instances))
                 continue
@@ -119,3 +89,35 @@ class StoreEncoder(_Encoders):
     def kept_prefixes(self) -> int:
         """Prefixes kept for the next render: label blocks and the runs' whole prefixes."""
         return len(self.caches) + sum(len(run.prefixes) for runs in self._runs.values() for run in runs)
+
+
+class CatalogEncoder(_Encoders):
+    """Renders a CatalogSeries collector as prometheus_client would its collect()."""
+
+    def __init__(self, collector: CatalogSeries) -> None:
+        super().__init__()
+        self.collector = collector
+
+    def render(self, style: Style) -> Iterator[str]:
+        encoders = self.encoders(style)
+        return self.written(style, [(self.encoder(encoders, family, style), [(DAEMON_OWNER, series)])
+                                    for family, series in self.collector.catalog_series() if series])
+
+
+class StoreEncoder(_Encoders):
+    """Renders what the collector's `collect()` yields, through kept prefixes."""
+
+    def __init__(self, collector: StoreSeries) -> None:
+        super().__init__()
+        self.collector = collector
+
+    def render(self, style: Style) -> Iterator[str]:
+        """The daemon's own families, then the store's by name, as `written` writes them."""
+        by_family, series_per_source = self.collector.families()
+        encoders, get_encoder = self.encoders(style), self.encoder
+        own: list[tuple[FamilyEncoder, Instances]] = [
+            (get_encoder(encoders, family, style), [(DAEMON_OWNER, series)])
+            for family, series in self.collector.own_families(series_per_source) if series]
+        store: Iterator[tuple[FamilyEncoder, Instances]] = (
+            (get_encoder(encoders, catalog.get(name), style), by_family[name]) for name in sorted(by_family))
+        return self.written(style, chain(own, store))
