@@ -6,7 +6,7 @@ port's counter). Written family by family and instance by instance, the fixed co
 whole sample prefix of every series of a sequence of families (the family's header folded into
 its first series' prefix) together with the layout it was built for: the families' encoders,
 each instance's owner and series count, and the series keys, in render order. A render lists
-the current layout and values in one walk; when the layout equals the kept one (the usual case:
+the current layout and values with C-level loops; when the layout equals the kept one (the usual case:
 the same devices, ports and counters poll after poll), the prefixes are reused as they are and
 the text is one join of prefixes and formatted values. Any difference rebuilds the run's
 prefixes, so the output is always what the family encoders would write.
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import chain, repeat
 from operator import add, itemgetter
-from typing import Any
+from typing import Any, cast
 
 from .family import FamilyEncoder
 from .floats import EXACT_INT, EXPONENT, go_float
@@ -34,6 +34,7 @@ _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 def fits_a_run(encoder: FamilyEncoder, instances: Instances) -> bool:
+    """Whether the family (its instances, each with a series at least) is written in a run."""
     return encoder.shared_blocks and sum(map(len, map(_SECOND, instances))) <= RUN_MAX_SERIES
 
 
@@ -93,7 +94,7 @@ class Run:
                 if None in found:
                     blocks = encoder.cache(caches, owner).lookup(series, encoder.block, encoder.family.name)
                     found = [encoder.head + block for block in blocks]
-                bare.extend(found)  # type: ignore[arg-type]  # no None left
+                bare.extend(cast(list[str], found))  # no None left
             prefixes.extend(bare[first:])
             prefixes[first] = encoder.header + prefixes[first]  # instances hold a series at least
         self.bare, self.prefixes = bare, prefixes

@@ -156,9 +156,9 @@ class _Device:
 
 
 class _BulkPlan:
-    """A device's entries arranged so that a cycle reads, parses and files them with C-level
-    loops (map, zip, dict) instead of a Python loop per file: a node's 8 devices are ~440 files,
-    and the per-file Python work cost as much as the reads themselves.
+    """A device's entries arranged so that a cycle reads and parses them with C-level loops
+    (`map`) and files them a family at a time, instead of a Python loop per file: a node's 8
+    devices are ~440 files, and the per-file Python work cost as much as the reads themselves.
 
     The files are read in family order, counters first, so that each family's values are one
     slice of the parsed list. Most families of a device hold one series (a port's counter):
