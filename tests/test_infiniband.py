@@ -26,6 +26,7 @@ from infrapulse.sources.nic.infiniband import (
     PMA_COUNTER_BITS,
     InfinibandReader,
     InfinibandSource,
+    _BulkPlan,
     parse_rate,
     parse_state,
     rdma_netdevs,
@@ -423,7 +424,8 @@ def per_file_and_bulk(reader: InfinibandReader) -> list[tuple[tuple, tuple]]:
         snapshot = Snapshot(0.0)
         for family, values in dev.static.items():
             snapshot.series[family] = dict(values)
-        per_file, _ = reader._read_entries(dev, snapshot, dev.entries, None)  # noqa: SLF001
+        plan = dev.plan or _BulkPlan(dev.entries)
+        per_file, _ = reader._read_entries(dev, snapshot, plan, [], None)  # noqa: SLF001
         bulk, _ = reader._read_device(dev, 0.0)  # noqa: SLF001
         pairs.append((shape(per_file), shape(bulk)))
     return pairs
@@ -455,6 +457,36 @@ def test_a_failed_read_leaves_the_bulk_path_for_the_per_file_one(tree):
     assert result.partial_errors == ["ports/1/hw_counters/out_of_buffer: Invalid argument"]
     assert "infrapulse_rdma_out_of_buffer_total" not in result.snapshot.series
     assert result.snapshot.series["infrapulse_rdma_cnp_sent_total"] == {("mlx5_0", "1"): 6}
+
+
+def test_failed_reads_are_reported_in_scan_order_and_no_file_is_read_twice(tree):
+    """The bulk read stops at a failing file (read in family order, counters first); the per-file
+    path goes on from there, in scan order: each file read once, the errors in the order the
+    device's files were scanned, whichever the bulk read met first, every cycle."""
+    reads: list[int] = []
+    fail = {"mlx5_2/ports/1/state": errno.EINVAL, "mlx5_2/ports/2/counters/port_rcv_data": errno.EIO}
+    ref: list = []
+    failing = failing_pread(ref, fail)
+
+    def pread(fd: int, size: int, offset: int) -> bytes:
+        reads.append(fd)
+        return failing(fd, size, offset)
+
+    reader = InfinibandReader(tree.root, pread=pread)
+    ref.append(reader)
+    for _ in range(2):
+        reads.clear()
+        result = next(r for r in reader.collect() if r.target == "mlx5_2")
+        assert len(reads) == len(set(reads)) == len(reader.fd_paths)
+        assert result.partial_errors == ["ports/1/state: Invalid argument",
+                                         "ports/2/counters/port_rcv_data: Input/output error"]
+        series = result.snapshot.series
+        assert ("mlx5_2", "1") not in series["infrapulse_rdma_port_state"]
+        assert series["infrapulse_rdma_port_state"] == {("mlx5_2", "2"): 1}
+        assert ("mlx5_2", "2") not in series["infrapulse_rdma_port_received_bytes_total"]
+        assert ("mlx5_2", "1") in series["infrapulse_rdma_port_received_bytes_total"]
+    for per_file, bulk in per_file_and_bulk(reader):
+        assert bulk == per_file
 
 
 def test_the_bulk_read_on_the_bench_tree_matches_the_per_file_read(tmp_path):

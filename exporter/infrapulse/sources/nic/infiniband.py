@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ... import catalog
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
@@ -164,10 +164,12 @@ class _BulkPlan:
     slice of the parsed list. Most families of a device hold one series (a port's counter):
     those are filed one small dict each (`singles`), the others from their slice (`multis`).
     Any failed read or parse leaves the bulk path for the per-file one
-    (`InfinibandReader._read_entries`), which reports each bad file.
+    (`InfinibandReader._read_entries`), which goes on from what was read (no file is read twice
+    in a cycle) and reports each bad file in scan order, as it always did.
     """
 
-    __slots__ = ("entries", "fds", "counters", "others", "singles", "multis", "scaled", "saturating")
+    __slots__ = ("entries", "position", "fds", "counters", "others", "singles", "multis", "scaled",
+                 "saturating")
 
     def __init__(self, entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]]) -> None:
         by_family: dict[str, list[tuple[int, str, str, tuple[str, ...], int, int, int]]] = {}
@@ -175,6 +177,8 @@ class _BulkPlan:
             by_family.setdefault(entry[2], []).append(entry)
         groups = sorted(by_family.values(), key=lambda group: group[0][5] != K_COUNTER)  # stable
         self.entries = [entry for group in groups for entry in group]  # in read order
+        read_index = {entry[0]: i for i, entry in enumerate(self.entries)}  # by fd: one each
+        self.position = [read_index[entry[0]] for entry in entries]  # scan order -> read order
         self.fds = [entry[0] for entry in self.entries]
         self.counters = sum(entry[5] == K_COUNTER for entry in self.entries)  # the first ones
         self.others = [PARSERS[entry[5]] for entry in self.entries[self.counters:]]
@@ -198,9 +202,10 @@ class _BulkPlan:
                 saturating.setdefault(e[3], []).append((i, e[6]))
         self.saturating = list(saturating.items())
 
-    def read(self, pread: Callable[[int, int, int], bytes]) -> list[bytes]:
-        """Every file's content, in read order (OSError if any read fails)."""
-        return list(map(pread, self.fds, repeat(READ_SIZE), repeat(0)))
+    def read(self, pread: Callable[[int, int, int], bytes], raws: list[bytes]) -> None:
+        """Every file's content into `raws`, in read order. A failed read raises its OSError
+        with the contents read before it kept in `raws` (list.extend keeps what it appended)."""
+        raws.extend(map(pread, self.fds, repeat(READ_SIZE), repeat(0)))
 
     def parse(self, raws: list[bytes]) -> list[Any]:
         """Every value, in read order (ValueError if any does not parse)."""
@@ -422,41 +427,45 @@ class InfinibandReader:
         plan = dev.plan
         if plan is None:
             plan = dev.plan = _BulkPlan(dev.entries)
-        raws: list[bytes] | None = None
+        raws: list[bytes] = []
+        failed: OSError | None = None
         try:
-            raws = plan.read(self._pread)
+            plan.read(self._pread, raws)
             values = plan.parse(raws)
-        except (OSError, ValueError):
-            pass  # read (where no content is kept) and parsed file by file, each failure reported
+        except OSError as exc:
+            failed = exc  # the read of plan.entries[len(raws)]
+        except ValueError:
+            pass
         else:
             saturated = plan.fill(series, values)
             if saturated:
                 series[SATURATED.name] = dict(saturated)
             return TargetResult(dev.name, snapshot=snap, partial_errors=list(dev.scan_errors)), False
-        return self._read_entries(dev, snap, plan.entries, raws)
+        return self._read_entries(dev, snap, plan, raws, failed)
 
-    def _read_entries(self, dev: _Device, snap: Snapshot,
-                      entries: list[tuple[int, str, str, tuple[str, ...], int, int, int]],
-                      raws: list[bytes] | None) -> tuple[TargetResult, bool]:
-        """The per-file path: each entry read (unless `raws` holds its content already) and parsed
-        on its own, a failure skipped and listed in the target's partial errors."""
+    def _read_entries(self, dev: _Device, snap: Snapshot, plan: _BulkPlan, raws: list[bytes],
+                      failed: OSError | None) -> tuple[TargetResult, bool]:
+        """The per-file path, in scan order: each entry's content taken from `raws` (by its read
+        position) where the bulk read got it, the failure of the read that stopped it (`failed`),
+        the others read now; each parsed on its own, a failure skipped and listed in the target's
+        partial errors."""
+        pread = self._pread
+        read_before, failed_at = len(raws), len(raws) if failed is not None else -1
         series = snap.series
         errors = list(dev.scan_errors)
         saturated: dict[tuple[str, ...], int] = {}  # ports with a readable width-limited PMA counter
-        pread = self._pread
         good = 0
         gone = False
-        for index, (fd, rel, family, labels, scale, kind, saturate_at) in enumerate(entries):
+        for (fd, rel, family, labels, scale, kind, saturate_at), at in zip(dev.entries, plan.position):
             value: float  # counters stay int (exact to 2^64), state ids int, rates float
-            if raws is not None:
-                raw = raws[index]
-            else:
-                try:
-                    raw = pread(fd, READ_SIZE, 0)
-                except OSError as exc:
-                    gone = gone or exc.errno in RESCAN_ERRNOS
-                    errors.append(f"{rel}: {exc.strerror or exc}")
-                    continue
+            try:
+                if at == failed_at:
+                    raise cast(OSError, failed)
+                raw = raws[at] if at < read_before else pread(fd, READ_SIZE, 0)
+            except OSError as exc:
+                gone = gone or exc.errno in RESCAN_ERRNOS
+                errors.append(f"{rel}: {exc.strerror or exc}")
+                continue
             try:
                 if kind == K_COUNTER:
                     try:
@@ -479,7 +488,7 @@ class InfinibandReader:
             if bucket is None:
                 bucket = series[family] = {}
             bucket[labels] = value
-        if entries and good == 0:
+        if dev.entries and good == 0:
             return TargetResult(dev.name, reason="unreadable",
                                 message=f"no file of {dev.name} could be read; "
                                         + "; ".join(errors[:3])), gone
