@@ -208,6 +208,7 @@ def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]
                 count += len(series)
         if count:
             series_per_source[owner[0]] = series_per_source.get(owner[0], 0) + count
+    by_family.default_factory = None  # a plain mapping from here: a missing name is a KeyError
     return by_family, series_per_source
 
 

@@ -64,8 +64,9 @@ class FastProcessCollector(ProcessCollector):
         return len(os.listdir(fd_dir))
 
     def values(self) -> list[tuple[str, float]]:
-        """(family name, value) of each family collect() yields, in its order: what a render
-        writes through the shape kept for each name (registry.UnlabelledMetrics)."""
+        """(sample name, value) of each family collect() yields, in its order (the counter's
+        sample is process_cpu_seconds_total): what a render writes through the shape kept for
+        each name (registry.UnlabelledMetrics)."""
         if not self._btime:
             return []
         result: list[tuple[str, float]] = []
@@ -90,7 +91,7 @@ class FastProcessCollector(ProcessCollector):
         return result
 
     def metric(self, name: str, value: float) -> Metric:
-        """The family `name` of values() as prometheus_client's ProcessCollector yields it."""
+        """The family of values()'s sample `name` as prometheus_client's ProcessCollector yields it."""
         help_text = _HELP[name[len(self._prefix):]]
         if name.endswith("_total"):
             return CounterMetricFamily(name[: -len("_total")], help_text, value=value)

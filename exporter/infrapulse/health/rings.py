@@ -45,14 +45,15 @@ class ColumnRing:
     def __init__(self) -> None:
         self.labels: tuple[LabelValues, ...] = ()  # the column's visible series, in its order
         self.width = -1  # len() of every label tuple when they all have the same, else -1
-        # The first label of every series (a gNMI column's switch): series of two rings whose
-        # heads differ cannot have the same label tuple.
+        # The first label of every series (a gNMI column's switch): two rings whose head sets
+        # are disjoint cannot hold the same label tuple.
         self.heads: frozenset[str] = frozenset()
         self.times: list[float] = []  # observation timestamps, one per row
         self.rows: list[array[float]] = []  # values per observation, aligned with `labels`
         self.late: dict[int, int] = {}  # series index -> its first row, where that is not row 0
         self._rates: list[Rate | None] | None = None  # this pass's, built on first read
-        # The column last followed and its keys_version then (which moves whenever its series do)
+        # The column last followed and its keys_version then (which moves whenever its series do);
+        # held until the next follow(), with the switch's slots behind it
         self._followed: tuple[Column, int] | None = None
 
     def follow(self, column: Column) -> None:
