@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from helpers import render_store, samples_of, value
 from infrapulse import catalog
@@ -108,3 +110,44 @@ def test_history_forgets_dead_series():
     h.observe("b", 0, 1)
     h.forget_missing({"a"})
     assert len(h) == 1 and h.rate("a") is None
+
+
+def _reference_rate(points: list[tuple[float, float]], width_bits: int | None, saturates: bool):
+    """CounterHistory.rate before its fast path: the loop over every pair of readings."""
+    increase, saturated, resets = 0.0, False, 0
+    for (_, prev), (_, cur) in zip(points, points[1:]):
+        delta, at_max = counter_increase(prev, cur, width_bits, saturates)
+        if cur < prev and delta == cur:
+            resets += 1
+        increase += delta
+        saturated = saturated or at_max
+    seconds = points[-1][0] - points[0][0]
+    return None if seconds <= 0 else (increase / seconds, increase, seconds, saturated, resets)
+
+
+readings = st.one_of(st.integers(0, 2**64), st.integers(2**32 - 50, 2**32 + 50), st.integers(-5, 300),
+                     st.floats(allow_nan=True, allow_infinity=True),
+                     # each width's limit, and an int and a float above 2**53 that compare apart
+                     # but subtract to 0.0
+                     st.sampled_from([254, 255, 2**16 - 1, 2**32 - 1, 2**54 + 3, float(2**54 + 4)]))
+
+
+@settings(max_examples=500, deadline=None)
+@example([0, float(2**54 + 4), 2**54 + 3, 2**54 + 10], None, False, "any")  # a reset float - int hides
+@example([0, 200, 255, 255], 8, True, "any")  # saturated at exactly the limit
+@given(st.lists(readings, min_size=2, max_size=14), st.sampled_from([None, 8, 16, 32, 64]), st.booleans(),
+       st.sampled_from(["any", "sorted"]))
+def test_history_rate_is_the_pairwise_loop_to_the_bit(values, width_bits, saturates, order):
+    """The fast path (a window in which the counter only rose) and the loop (resets, wraps, NaN)
+    give exactly what the loop over every pair of readings gave: same floats, flags and counts."""
+    if order == "sorted":  # the common case, through the fast path: limits hit exactly, ties
+        values = sorted(v for v in values if v == v)
+        if len(values) < 2:
+            return
+    history = CounterHistory(window=1e9)
+    points = [(float(t), v) for t, v in enumerate(values)]
+    for t, v in points:
+        history.observe("k", t, v)
+    got = history.rate("k", width_bits, saturates)
+    want = _reference_rate(points, width_bits, saturates)
+    assert repr(None if got is None else tuple(got)) == repr(want)

@@ -75,19 +75,28 @@ class CounterHistory:
         ring = self._points.get(key)
         if ring is None or len(ring) < 2:
             return None
+        seconds = ring[-1][0] - ring[0][0]
+        if seconds <= 0:
+            return None
+        values = [value for _, value in ring]
+        increase, prev = 0.0, values[0]
+        for cur in values[1:]:  # the usual window: the counter only went up, no call per pair
+            if not cur >= prev:  # a reset, a wrap or a NaN: the loop below, with its rules
+                break
+            increase += cur - prev
+            prev = cur
+        else:
+            saturated = saturates and width_bits is not None and prev >= 2**width_bits - 1
+            return Rate(increase / seconds, increase, seconds, saturated, 0)
         increase = 0.0
         saturated = False
         resets = 0
-        points = list(ring)
-        for (_, prev), (_, cur) in zip(points, points[1:]):
+        for prev, cur in zip(values, values[1:]):
             delta, at_max = counter_increase(prev, cur, width_bits, saturates)
             if cur < prev and delta == cur:
                 resets += 1
             increase += delta
             saturated = saturated or at_max
-        seconds = points[-1][0] - points[0][0]
-        if seconds <= 0:
-            return None
         return Rate(increase / seconds, increase, seconds, saturated, resets)
 
     def forget_missing(self, live_keys: Collection[Hashable]) -> None:
