@@ -33,7 +33,8 @@ EXACT_INT = 2**53
 
 
 def go_float(value: float) -> str:
-    """One value, exactly as floatToGoString writes it."""
+    """One value, exactly as floatToGoString writes it. runs.format_values inlines the two
+    integer cases below for a run's values (no call per value): change both together."""
     if type(value) is int:
         if -1000000 < value < 1000000:  # a small counter: repr(float) is "<int>.0"
             return f"{value}.0"
