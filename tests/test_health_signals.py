@@ -295,6 +295,10 @@ def _roce_changed(f, x):
               "ens1f0np0")
 
 
+def _roce_drift(f, x):
+    f.gauge("roce_config", "infrapulse_nic_roce_config_baseline_drift", ("ens1f0np0",), x, "ens1f0np0")
+
+
 def _roce_np_off(f, x):
     f.gauge("roce_config", "infrapulse_nic_roce_ecn_enabled", ("ens1f0np0", "roce_np", "3"), 1 - x,
             "ens1f0np0")
@@ -345,6 +349,7 @@ CASES = [
     ("port_not_active", _port_state, "mlx5_0 port 1"),
     ("rdma_error_ratio", _rdma_errors, "mlx5_0 port 1"),
     ("roce_config_changed", _roce_changed, "ens1f0np0"),
+    ("roce_config_drift", _roce_drift, "ens1f0np0"),
     ("roce_ecn_np_off", _roce_np_off, "ens1f0np0 priority 3"),
     ("roce_config_unexpected", _roce_unexpected, "ens1f0np0"),
     ("ecn_marked_without_cnp", _ecn_without_cnp, "mlx5_0 port 1"),
@@ -414,7 +419,7 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 66
+    assert len(labels) == 68
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")

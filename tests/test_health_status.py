@@ -115,6 +115,11 @@ def test_a_zero_weight_slo_signal_does_not_hold_the_status():
     assert service.report.slo_breaches == [] and service.report.status == "healthy"
 
 
+def _drifted(feed: Feed) -> Feed:
+    feed.gauge("roce_config", "infrapulse_nic_roce_config_baseline_drift", ("ens1f0np0",), 2, "ens1f0np0")
+    return feed
+
+
 def _status_series(values: dict) -> dict[str, float]:
     return {dict(labels)["status"]: v for (name, labels), v in values.items()
             if name == "infrapulse_health_status"}
@@ -125,6 +130,9 @@ def _status_series(values: dict) -> dict[str, float]:
     ("TTFT 2.42 s against 1.5 s, score above 80", lambda f: _serving(f, 2.42), "degraded"),
     ("TTFT past its bad level", lambda f: _fabric_and_gpu(_serving(f, 3.6)), "degraded"),
     ("a flapping link at the cap of 40", lambda f: _fabric_and_gpu(_serving(f, 0.3), flaps=3), "critical"),
+    # the weighted score is 85 (healthy in the bands); one signal at its bad level makes it degraded
+    ("RoCE settings away from their baseline, score 85", lambda f: _drifted(_fabric_and_gpu(_serving(f, 0.3))),
+     "degraded"),
 ])
 async def test_api_cli_page_and_metric_agree(case, build, status):
     from infrapulse.sources import registry
@@ -158,6 +166,19 @@ async def test_api_cli_page_and_metric_agree(case, build, status):
     assert bar is not None and bar.group(1) == COLORS[serving["status"]]
     if status == "critical":
         assert body["score"] == 40.0 and body["capped_by"] == ["link_flaps"]
+    # Every surface gives the same reasons: the API, the CLI's first lines, the page, the metric.
+    reasons = body["status_reasons"]
+    assert (reasons == []) == (status == "healthy")
+    reason_series = sorted(dict(labels)["signal"] for (name, labels), v in values.items()
+                           if name == "infrapulse_health_status_reason_info")
+    assert reason_series == sorted(r["signal"] for r in reasons)
+    for r in reasons:
+        assert f"  {r['status']}: {r['text']}" in out.decode()
+        assert f'data-rule="{r["rule"]}" data-signal="{r["signal"]}"' in page
+    if "baseline" in case:
+        assert body["score"] == 85.0
+        assert [(r["status"], r["rule"], r["signal"], r["target"]) for r in reasons] == [
+            ("degraded", "signal_past_bad", "roce_config_drift", "ens1f0np0")]
 
 
 async def test_the_status_thresholds_are_the_daemons_own():

@@ -186,6 +186,57 @@ def test_drift_survives_a_restart_through_state_dir(tmp_path: Path, caplog: pyte
     assert "changed" not in caplog.text
 
 
+def test_a_reset_stays_drift_until_restored_or_accepted_across_restarts(tmp_path: Path) -> None:
+    """The change counter moves once; the drift from the baseline stays until the settings come
+    back or an operator accepts them (`accept-baseline`), and survives a restart either way."""
+    root, sim = node(tmp_path)
+    state = tmp_path / "state"
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 0.0} and F.BASELINE_DRIFT_INFO.name not in s
+    write_netdev(root, IF, ecn={"roce_np": set(), "roce_rp": {3}}, rp=RP_DEFAULTS)
+    (root / "class" / "infiniband" / "mlx5_0" / "fw_ver").write_text("28.41.1000\n")
+    c = RoceConfigCollector(FileReader(sim), str(root), state_dir=str(state))
+    for _ in range(3):  # a restart and two more cycles: still six settings away from the baseline
+        (r,) = c.collect()
+        assert r.snapshot is not None
+        assert r.snapshot.series[F.BASELINE_DRIFT.name] == {(IF,): 6.0}
+    (info,) = r.snapshot.series[F.BASELINE_DRIFT_INFO.name]
+    assert info[0] == IF and info[1].startswith("roce_np/enable/3 1->0, roce_rp/rate_reduce_monitor_period 2->4")
+    assert info[2:] == ("28.39.1002", "28.41.1000")
+    # a restart does not forget it
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 6.0}
+    # accepted: the current configuration is the baseline, the request file is consumed
+    flag = state / "roce_config" / "accept-baseline"
+    flag.touch()
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 0.0} and F.BASELINE_DRIFT_INFO.name not in s
+    assert not flag.exists()
+    saved = json.loads((state / "roce_config" / "state.json").read_text())["interfaces"][IF]
+    assert saved["baseline"]["roce_np/enable/3"] == "0" and saved["baseline_firmware"] == "28.41.1000"
+    # the old tuning re-applied is now the drift (from the accepted baseline), and restoring clears it
+    write_netdev(root, IF)
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 6.0}
+    write_netdev(root, IF, ecn={"roce_np": set(), "roce_rp": {3}}, rp=RP_DEFAULTS)
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 0.0}
+
+
+def test_a_state_file_from_before_baselines_takes_its_last_known_configuration_as_the_baseline(
+        tmp_path: Path) -> None:
+    root, sim = node(tmp_path)
+    state = tmp_path / "state"
+    collect(root, sim, state)
+    path = state / "roce_config" / "state.json"
+    data = json.loads(path.read_text())
+    for item in data["interfaces"].values():
+        del item["baseline"], item["baseline_firmware"]
+    path.write_text(json.dumps(data))
+    _, s = collect(root, sim, state)
+    assert s[F.BASELINE_DRIFT.name] == {(IF,): 0.0}
+
+
 def test_a_reset_read_a_cycle_after_the_new_firmware_still_counts_as_with_the_firmware(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """An upgrade writes fw_ver and resets DCQCN, but no read of many files is atomic: one cycle

@@ -211,6 +211,9 @@ def render(body: dict[str, Any], url: str, show_all: bool = False) -> str:
     if body.get("capped_by"):
         head += f", capped at {body['cap']:g} by {', '.join(body['capped_by'])}"
     out.append(head)
+    for r in body.get("status_reasons") or []:
+        more = f" (and {r['targets'] - 1} more)" if r.get("targets", 0) > 1 else ""
+        out.append(f"  {r['status']}: {r['text']}{more}")
     out.append("")
     comps = [[c["name"], _score(c["score"]), f"{c['weight']:g}", f"{c['coverage'] * 100:.0f}%",
               c["capped_by"] or ""] for c in body.get("components", []) if c.get("applicable")]

@@ -175,6 +175,9 @@ CONFIG = Section(
             "degraded": Float("Below this the status is degraded (exit 1).", default=80, min=0, max=100),
             "critical": Float("Below this the status is critical (exit 2).", default=50, min=0, max=100),
         }),
+        "coverage_floor": Float("Below this share of the applicable signals' weight that has data, a status "
+                                "that would read healthy reads unknown (exit 3): what is not measured is "
+                                "never healthy. 0 turns the floor off.", default=0.2, min=0, max=1),
         "smoothing": Section(doc="Anti-flap: drops are shown at once, recoveries can be eased and small "
                                  "wiggles ignored.", fields={
             "recovery": Duration("Time constant of the exponential ease when a score rises (0s: off).",

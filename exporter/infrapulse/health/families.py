@@ -10,9 +10,11 @@ HEALTH_SCORE = catalog.declare(
 HEALTH_STATUS = catalog.declare(
     "infrapulse_health_status", catalog.GAUGE,
     "Status of this instance as a state set: 1 for the current status (healthy, degraded, critical, "
-    "unknown), 0 for the other three. The status is the score in this daemon's bands "
-    "(health.status_thresholds), never healthy while a latency SLO is breached; the "
-    "InfrapulseHealthScoreLow alerts fire on it, so the bands are only configured here.",
+    "unknown), 0 for the other three. The status is the worst of the score's band "
+    "(health.status_thresholds) and each signal's state: any signal at or past its bad level is at "
+    "least degraded, a critical one critical, a latency SLO past its objective degraded; below "
+    "health.coverage_floor a status that would be healthy is unknown (docs/health.md). The "
+    "InfrapulseHealthScoreLow alerts fire on it, so the rule lives only here.",
     ("status",), source="health")
 STATUS_THRESHOLD = catalog.declare(
     "infrapulse_health_status_threshold", catalog.GAUGE,
@@ -38,3 +40,9 @@ DETRACTOR = catalog.declare(
     "The top 3 things pulling the score down (rank 1 = largest impact); the sentence is in "
     "/api/v1/health.",
     ("rank", "component", "signal", "target"), source="health")
+STATUS_REASON = catalog.declare(
+    "infrapulse_health_status_reason_info", catalog.INFO,
+    "Why the status is not healthy, worst first (at most 5): the rule (score_band, critical_signal, "
+    "signal_past_bad, slo_breached, coverage_below_floor), the signal and its worst target; the sentence "
+    "is in /api/v1/health's status_reasons.",
+    ("rank", "status", "rule", "component", "signal", "target"), source="health")

@@ -127,6 +127,21 @@ def detractor_list(detractors: list[dict[str, Any]], runbook_base: str, switches
     return f'<ol id="detractor-list">{"".join(items)}</ol>'
 
 
+def status_reasons(reasons: list[dict[str, Any]]) -> str:
+    """Why the status is what it is: the same reasons as /api/v1/health's `status_reasons`."""
+    if not reasons:
+        return ""
+    items = "".join(f'<li class="status-reason" data-status="{_esc(r["status"])}" data-rule="{_esc(r["rule"])}" '
+                    f'data-signal="{_esc(r["signal"])}"><b>{_esc(r["status"])}</b>: {_esc(r["text"])}'
+                    f'{_more(r)}</li>' for r in reasons)
+    return f'<ul id="status-reasons">{items}</ul>'
+
+
+def _more(reason: dict[str, Any]) -> str:
+    extra = int(reason.get("targets") or 0) - 1
+    return f" (and {extra} more)" if extra > 0 else ""
+
+
 def coverage_list(notes: list[dict[str, Any]]) -> str:
     """Source instances whose mappings map to nothing (silent loss; not part of the score)."""
     if not notes:
@@ -342,7 +357,7 @@ def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[
 · <a href="/api/v1/sources">/api/v1/sources</a>{extra_links}</p>
 <div class="top">
 <div><div id="score" data-score="{_fmt(score)}" data-status="{_esc(status)}">{gauge_svg(score, status)}</div>
-{capped}</div>
+{capped}{status_reasons(report.get("status_reasons", []))}</div>
 <div><h2>Components</h2><div id="components">{component_bars(report["components"], bands)}</div></div>
 </div>
 <h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span, bands)}

@@ -116,6 +116,13 @@ ROLE_STATUS_THRESHOLD = """max by (role, status) (
 )"""
 
 
+# The cluster view of the status: per role, how many instances are in each status (the daemons'
+# own word, docs/health.md step 6: the worst of the score's band and each signal's state).
+ROLE_STATUS_COUNT = """sum by (role, status) (
+  infrapulse_health_status * on (job, instance) group_left (role) infrapulse_node_info
+)"""
+
+
 def recording_rules(window: str = "1m") -> list[dict[str, str]]:
     """The rules as Prometheus rule-file entries (record name -> expression), in dependency order."""
     return [
@@ -128,4 +135,5 @@ def recording_rules(window: str = "1m") -> list[dict[str, str]]:
         {"record": "role:infrapulse_health_score:min", "expr": CLUSTER_MIN},
         {"record": "role:infrapulse_health_score:cluster", "expr": CLUSTER_SCORE},
         {"record": "role:infrapulse_health_status_threshold:max", "expr": ROLE_STATUS_THRESHOLD},
+        {"record": "role:infrapulse_health_status:sum", "expr": ROLE_STATUS_COUNT},
     ]

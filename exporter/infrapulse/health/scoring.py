@@ -167,6 +167,29 @@ class SloBreach:
                 "past_bad": self.past_bad}
 
 
+# The order statuses are combined in: the worst wins. Unknown is better than degraded (a reason
+# is a stronger word than no data) but never healthy.
+SEVERITY = {HEALTHY: 0, UNKNOWN: 1, DEGRADED: 2, CRITICAL: 3}
+
+
+@dataclass(frozen=True)
+class StatusReason:
+    """Why the status is at least `status`: one signal's state (its worst target and how many of
+    its targets are in that state), the score's band, or the coverage floor."""
+
+    status: str
+    rule: str  # score_band | critical_signal | signal_past_bad | slo_breached | coverage_below_floor
+    component: str
+    signal: str
+    target: str
+    targets: int  # how many of the signal's targets are in that state
+    text: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "rule": self.rule, "component": self.component, "signal": self.signal,
+                "target": self.target, "targets": self.targets, "text": self.text}
+
+
 @dataclass
 class SignalResult:
     signal: Signal
@@ -233,6 +256,10 @@ class Detractor:
     impact: float  # points of the overall score this target costs, all its signals (before caps)
     sentence: str
     others: list[DetractorPart] = field(default_factory=list)
+    # A grouped signal (`Signal.group_by`): how many of its targets this detractor stands for (the
+    # worst leads), and their member names. 1 and [] for a plain target.
+    members: int = 1
+    member_names: list[str] = field(default_factory=list)
 
     @property
     def signals(self) -> list[str]:
@@ -259,12 +286,14 @@ class Report:
     coverage_notes: list[CoverageNote] = field(default_factory=list)
     slo_breaches: list[SloBreach] = field(default_factory=list)
     component_status: dict[str, str] = field(default_factory=dict)
+    status_reasons: list[StatusReason] = field(default_factory=list)  # worst first
     # Each NIC/InfiniBand port's link class (signals/link.py): {port, state, evidence}.
     links: list[dict[str, str]] = field(default_factory=list)
 
 
 def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = False) -> str:
-    """The status word of a score in the configured bands; a breached latency SLO is never healthy."""
+    """The status word of a score in the configured bands alone (a breached latency SLO is never
+    healthy). The published status is the worst of this and each signal's state: `apply_status`."""
     if score is None:
         return UNKNOWN
     levels = cfg["status_thresholds"]
@@ -275,14 +304,64 @@ def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = Fal
     return HEALTHY
 
 
+def worst_status(*statuses: str) -> str:
+    return max(statuses, key=SEVERITY.__getitem__)
+
+
+def signal_states(components: dict[str, ComponentResult]) -> list[StatusReason]:
+    """One reason per signal whose state alone sets a floor under the status, whatever the mean:
+    a critical signal at or past its bad level (critical), any other signal at or past it
+    (degraded), a latency SLO past its objective (degraded). docs/health.md has the table."""
+    out = []
+    for comp in components.values():
+        for result in comp.signals:
+            if not result.known:
+                continue
+            st, signal = result.settings, result.signal
+            past_bad = [t for t in result.targets if t.score <= 0.0]  # worst first: a prefix
+            if past_bad:
+                status = CRITICAL if st.critical else DEGRADED
+                rule = "critical_signal" if st.critical else "signal_past_bad"
+            elif signal.slo and result.targets and result.targets[0].score < 100.0:
+                past_bad = [t for t in result.targets if t.score < 100.0]
+                status, rule = DEGRADED, "slo_breached"
+            else:
+                continue
+            worst = past_bad[0]
+            out.append(StatusReason(status, rule, comp.name, signal.name, worst.measurement.target,
+                                    len(past_bad), sentence(signal, worst.measurement, st.bad,
+                                                            st.window_seconds)))
+    out.sort(key=lambda r: (-SEVERITY[r.status], r.component, r.signal))
+    return out
+
+
 def apply_status(report: Report, cfg: dict[str, Any]) -> None:
-    """Status words from the published scores (after smoothing), in one set of bands: overall and
-    per component (the status page colours components with these)."""
-    report.status = status_of(report.score, cfg, bool(report.slo_breaches))
-    breached = {b.component for b in report.slo_breaches}
-    report.component_status = {name: status_of(report.component_scores.get(name, comp.score), cfg,
-                                               name in breached)
-                               for name, comp in report.components.items()}
+    """The status: the worst of the score's band (the published, smoothed score) and the state of
+    each signal (`signal_states`); a status that would read healthy with too little of the
+    weight measured reads unknown. The same rule per component (the status page colours
+    components with these), without the coverage floor."""
+    report.status_reasons = signal_states(report.components)
+    band = status_of(report.score, cfg)
+    report.status = worst_status(band, *(r.status for r in report.status_reasons))
+    if band != HEALTHY and report.score is not None:
+        level = cfg["status_thresholds"][CRITICAL if band == CRITICAL else DEGRADED]
+        report.status_reasons.insert(0, StatusReason(
+            band, "score_band", "", "", "", 0, f"score {report.score:g} is below the {band} band ({level:g})"))
+    floor = float(cfg.get("coverage_floor", 0.0))
+    if report.status == HEALTHY and report.coverage < floor:
+        report.status = UNKNOWN
+        report.status_reasons.append(StatusReason(
+            UNKNOWN, "coverage_below_floor", "", "", "", 0,
+            f"only {report.coverage:.0%} of the applicable signals' weight has data (floor {floor:.0%}): "
+            "what is not measured is never healthy"))
+    by_component: dict[str, list[str]] = {}
+    for r in report.status_reasons:
+        if r.component:
+            by_component.setdefault(r.component, []).append(r.status)
+    report.component_status = {
+        name: worst_status(status_of(report.component_scores.get(name, comp.score), cfg),
+                           *by_component.get(name, ()))
+        for name, comp in report.components.items()}
 
 
 def slo_breaches(components: dict[str, ComponentResult]) -> list[SloBreach]:
@@ -433,16 +512,50 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
                 impact = share * (100.0 - score)
                 row = (0 if critical and score <= 0.0 else 1, -impact, signal, comp.name, result, target,
                        impact)
-                by_target.setdefault(target.measurement.target, []).append(row)
+                by_target.setdefault(_group_key(result.signal, target.measurement), []).append(row)
 
     out = []
     ranked = heapq.nsmallest(count, starmap(_rank, by_target.items()))  # each key ends with its name
     for rank, (*_, name) in enumerate(ranked, start=1):
         parts = [DetractorPart(*row[3:]) for row in sorted(by_target[name], key=_row_order)]
         first, others = parts[0], parts[1:]
+        signal = first.result.signal
+        if signal.group_by:  # the members are the other parts: one signal, worst first
+            names = [_member_name(signal, p.target.measurement) for p in parts]
+            sentence_text = _group_sentence(first, names)
+            out.append(Detractor(rank, first.component, first.result, first.target,
+                                 sum(p.impact for p in parts), sentence_text, [], len(parts), names))
+            continue
         out.append(Detractor(rank, first.component, first.result, first.target,
                              sum(p.impact for p in parts), _detractor_sentence(first, others), others))
     return out
+
+
+MAX_MEMBERS_NAMED = 6
+
+
+def _group_key(signal: Signal, m: Measurement) -> str:
+    """A target's detractor: its name, or for a grouped signal the signal and the labels that are
+    not members (every size of one test and metric is one detractor)."""
+    if not signal.group_by:
+        return m.target
+    rest = ",".join(f"{k}={v}" for k, v in sorted(m.labels.items()) if k not in signal.group_by)
+    return f"{signal.name}{{{rest}}}"
+
+
+def _member_name(signal: Signal, m: Measurement) -> str:
+    if signal.member_text is not None:
+        return signal.member_text(m.labels)
+    return " ".join(m.labels.get(k, "") for k in signal.group_by)
+
+
+def _group_sentence(first: DetractorPart, names: list[str]) -> str:
+    text = sentence(first.result.signal, first.target.measurement, first.result.settings.bad,
+                    first.result.settings.window_seconds)
+    if len(names) == 1:
+        return text
+    listed = ", ".join(names[:MAX_MEMBERS_NAMED]) + (", ..." if len(names) > MAX_MEMBERS_NAMED else "")
+    return f"{text}; worst of {len(names)} {first.result.signal.group_noun} ({listed})"
 
 
 def _detractor_sentence(first: DetractorPart, others: list[DetractorPart]) -> str:
@@ -509,6 +622,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "score": _round(report.score), "raw_score": _round(report.raw_score), "status": report.status,
         "coverage": round(report.coverage, 4), "cap": report.cap, "capped_by": report.capped_by,
         "firing": report.firing, "slo_breaches": [b.as_json() for b in report.slo_breaches],
+        "status_reasons": [r.as_json() for r in report.status_reasons],
         "window_seconds": report.window_seconds, "event_window_seconds": report.event_window_seconds,
         "components": components,
         "detractors": [{
@@ -518,6 +632,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "score": _round(d.target.score), "impact": _round(d.impact),
             "good": d.result.settings.good, "bad": d.result.settings.bad,
             "critical": d.result.settings.critical, "sentence": d.sentence, "hint": d.result.signal.hint,
+            "members": d.members, "member_names": d.member_names,
         } for d in report.detractors],
         "serving": {ep: lat.as_json() for ep, lat in sorted(report.latency.items())},
         "coverage_notes": [note.as_json() for note in report.coverage_notes],

@@ -41,6 +41,7 @@ from .families import (
     HEALTH_SCORE,
     HEALTH_STATUS,
     SIGNAL_SCORE,
+    STATUS_REASON,
     STATUS_THRESHOLD,
 )
 from .latency import QuantileTracker
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("infrapulse.health")
 
 METRIC_DETRACTORS = 3  # bounded cardinality of infrapulse_health_detractor_info
+METRIC_STATUS_REASONS = 5  # and of infrapulse_health_status_reason_info
 HISTORY_STEP_SECONDS = 10.0  # one sparkline point per 10 s at most
 
 
@@ -180,6 +182,8 @@ class HealthService:
         for d in report.detractors[:METRIC_DETRACTORS]:
             snap.add(DETRACTOR,
                      (str(d.rank), d.component, d.result.signal.name, d.target.measurement.target), 1.0)
+        for rank, r in enumerate(report.status_reasons[:METRIC_STATUS_REASONS], start=1):
+            snap.add(STATUS_REASON, (str(rank), r.status, r.rule, r.component, r.signal, r.target), 1.0)
         self.store.publish(HEALTH_SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
     def as_json(self) -> dict[str, Any]:

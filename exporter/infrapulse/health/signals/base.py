@@ -105,6 +105,12 @@ class Signal:
     slo: bool = False
     thresholds_from: str = ""  # reuse another signal's configured thresholds by default
     requires_all_sources: bool = False
+    # Labels whose values are members of one problem (a probe's message sizes): the targets that
+    # differ only in them form one detractor, led by the worst member, so one regression over
+    # eight sizes does not crowd distinct problems out of the top detractors.
+    group_by: tuple[str, ...] = ()
+    group_noun: str = "targets"
+    member_text: Callable[[dict[str, str]], str] | None = None  # how a member is named in the sentence
 
     def applicable(self, present: set[str]) -> bool:
         if self.requires_all_sources:

@@ -132,6 +132,9 @@ SIGNALS: list[Signal] = [
         measure=_regression(LATENCY, higher_is_better=False),
         families=(fam.BASELINE_RATIO.name, fam.CHANGE_RATIO.name),
         sources=("probe",),
+        group_by=("size",),
+        group_noun="message sizes",
+        member_text=lambda labels: size_text(labels.get("size", "")),
     ),
     Signal(
         name="probe_bandwidth_regression",
@@ -149,6 +152,9 @@ SIGNALS: list[Signal] = [
         measure=_regression(BANDWIDTH, higher_is_better=True),
         families=(fam.BASELINE_RATIO.name, fam.CHANGE_RATIO.name),
         sources=("probe",),
+        group_by=("size",),
+        group_noun="message sizes",
+        member_text=lambda labels: size_text(labels.get("size", "")),
     ),
     Signal(
         name="probe_failed",

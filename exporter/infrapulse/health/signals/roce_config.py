@@ -1,5 +1,5 @@
 """RoCE configuration signals (source `roce_config`, plus the infiniband congestion counters):
-a configuration change, ECN notification point off on a lossless priority, a configuration
+a configuration change, a configuration still away from its accepted baseline, ECN notification point off on a lossless priority, a configuration
 that differs from `expected:`, and the behavioural cross-check (ECN-marked packets arriving
 while no CNP is sent: the notification point is off, whatever the configuration files say)."""
 
@@ -20,6 +20,8 @@ from .base import (
 IF = ("interface",)
 CHANGES = "infrapulse_nic_roce_config_changes_total"
 LAST_CHANGE = "infrapulse_nic_roce_config_last_change_info"
+BASELINE_DRIFT = "infrapulse_nic_roce_config_baseline_drift"
+BASELINE_DRIFT_INFO = "infrapulse_nic_roce_config_baseline_drift_info"
 MIN_MARKED = 10.0  # ECN-marked packets in the window before "no CNP" means something
 
 
@@ -53,6 +55,16 @@ def measure_np_off(ctx: Context) -> list[Measurement]:
                                "PFC on, ECN notification point off" if not s.value else "",
                                labels={"interface": key[0], "priority": key[1]}))
     return out
+
+
+def measure_baseline_drift(ctx: Context) -> list[Measurement]:
+    notes = {}
+    for s in ctx.readings.series(BASELINE_DRIFT_INFO):
+        fw_before, fw_now = s.labels.get("baseline_firmware", ""), s.labels.get("firmware", "")
+        fw = f"; firmware {fw_before} -> {fw_now}" if fw_before != fw_now else ""
+        notes[s.labels.get("interface", "")] = f"{s.labels.get('changes', '')}{fw}"
+    return [Measurement(k[0], v, notes.get(k[0], "") if v > 0 else "", labels={"interface": k[0]})
+            for k, v in gauges_by(ctx, BASELINE_DRIFT, IF).items()]
 
 
 def measure_unexpected(ctx: Context) -> list[Measurement]:
@@ -97,6 +109,23 @@ SIGNALS: list[Signal] = [
         families=(CHANGES, LAST_CHANGE),
         sources=("roce_config",),
         counters=(CHANGES,),
+    ),
+    Signal(
+        name="roce_config_drift",
+        component="rdma",
+        title="RoCE CC/QoS configuration differs from its baseline",
+        formula="nic_roce_config_baseline_drift per netdev (settings differing from the accepted baseline)",
+        unit=COUNT,
+        window="instant",
+        good=0.0,
+        bad=1.0,
+        weight=1.0,
+        phrase="{value} RoCE congestion-control/QoS setting(s) differ from the accepted baseline",
+        hint=("re-apply the intended DCQCN/ECN/PFC/trust tuning (a firmware upgrade resets them), or accept "
+              "the new configuration as the baseline: touch <state_dir>/roce_config/accept-baseline"),
+        measure=measure_baseline_drift,
+        families=(BASELINE_DRIFT, BASELINE_DRIFT_INFO),
+        sources=("roce_config",),
     ),
     Signal(
         name="roce_ecn_np_off",

@@ -10,8 +10,11 @@ changes slowly, so the whole read runs on this source's own interval (default 60
 Drift: (a) the last known configuration of each netdev is kept in `{state_dir}/roce_config/
 state.json`, so a change across a restart or a reboot (a firmware upgrade) is still seen; a change
 is logged setting by setting (old -> new, and whether the firmware changed) and exported
-(changes counter, last-change info); (b) fleet consistency is in the recording rules, by hash;
-(c) an optional `expected:` configuration gives a mismatch family.
+(changes counter, last-change info); (b) the accepted baseline: the configuration first seen (or
+last accepted) is kept beside it, and the settings differing from it are exported until the
+configuration returns to it or an operator accepts the new one (`touch {state_dir}/roce_config/
+accept-baseline`: every netdev's current configuration becomes its baseline); (c) fleet consistency is in the recording
+rules, by hash; (d) an optional `expected:` configuration gives a mismatch family.
 
 For simulation and tests, `sim_dir` replaces the netlink and ioctl reads with files:
 `<sim_dir>/<interface>.json` = {"dcb": {...DcbConfig.to_json()}, "drvinfo": {"driver", "version"}}.
@@ -49,6 +52,7 @@ from .roce_config_read import (
 SRC = F.SRC
 log = logging.getLogger("infrapulse.source.roce_config")
 MAX_LISTED_CHANGES = 8
+ACCEPT_FILE = "accept-baseline"  # under {state_dir}/roce_config/: accept every netdev's configuration
 # A configuration change up to this long after a firmware change still counts as "with the
 # firmware": an upgrade changes fw_ver and resets DCQCN together, but a cycle that reads the files
 # in between sees the new firmware with the old (or half the new) configuration.
@@ -178,6 +182,11 @@ class _Known:
     # that comes with an upgrade can land a cycle later, since no read of many files is atomic.
     firmware_changed_at: float = 0.0
     previous_firmware: str = ""
+    # The accepted configuration: the first seen, or the one an operator last accepted. A fabric
+    # whose DCQCN was reset by an upgrade runs without the protection it was designed with until
+    # the settings come back or the new ones are accepted.
+    baseline: dict[str, str] = field(default_factory=dict)
+    baseline_firmware: str = ""
 
 
 class StateFile:
@@ -201,11 +210,17 @@ class StateFile:
         out: dict[str, _Known] = {}
         for name, item in (raw.get("interfaces") or {}).items():
             if isinstance(item, dict):
-                out[name] = _Known(str(item.get("hash", "")), dict(item.get("settings") or {}),
+                settings = dict(item.get("settings") or {})
+                # A state file written before baselines existed: its last known configuration is
+                # the baseline (nothing is reported as drift on upgrade).
+                baseline = item.get("baseline")
+                out[name] = _Known(str(item.get("hash", "")), settings,
                                    str(item.get("firmware", "")), int(item.get("changes", 0)),
                                    dict(item.get("last_change") or {}),
                                    float(item.get("firmware_changed_at", 0.0)),
-                                   str(item.get("previous_firmware", "")))
+                                   str(item.get("previous_firmware", "")),
+                                   dict(baseline) if isinstance(baseline, dict) else dict(settings),
+                                   str(item.get("baseline_firmware", item.get("firmware", ""))))
         return out
 
     def save(self, known: dict[str, _Known]) -> None:
@@ -215,7 +230,9 @@ class StateFile:
                                                     "firmware": k.firmware, "changes": k.changes,
                                                     "last_change": k.last_change,
                                                     "firmware_changed_at": k.firmware_changed_at,
-                                                    "previous_firmware": k.previous_firmware}
+                                                    "previous_firmware": k.previous_firmware,
+                                                    "baseline": k.baseline,
+                                                    "baseline_firmware": k.baseline_firmware}
                                              for name, k in sorted(known.items())}}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,6 +267,7 @@ class RoceConfigCollector:
         self._clock = clock
         self._wall = wall
         self.state = StateFile(state_dir)
+        self.accept_flag = self.state.path.parent / ACCEPT_FILE if self.state.path else None
         self.known = self.state.load()
         # Counted changes not yet published: a change found on the first read after a start is
         # published one cycle later, so every reader sees the counter step up from the persisted
@@ -334,6 +352,7 @@ class RoceConfigCollector:
                    f"no RDMA port with a netdev under {self.sysfs_root}/class/infiniband")
             return [TargetResult(SRC, reason="no_interfaces", message=why)]
         results = []
+        accept = self.accept_flag is not None and self.accept_flag.exists()
         dirty = False
         for interface, device in sorted(netdevs.items()):
             cfg = self.read(interface, device)
@@ -343,9 +362,13 @@ class RoceConfigCollector:
                                             message=f"{interface}: no such interface"))
                 continue
             dirty |= self._track(cfg)
+            if accept and not cfg.unreadable:
+                dirty |= self._accept(cfg)
             results.append(TargetResult(interface, snapshot=self.snapshot(cfg), partial_errors=cfg.problems))
         if dirty:
             self.state.save(self.known)
+        if accept and self.accept_flag is not None and not self.state.error:
+            self.accept_flag.unlink(missing_ok=True)
         if self.state.error:  # drift across restarts is not guaranteed: say so on every netdev
             for result in results:
                 if result.snapshot is not None:
@@ -358,7 +381,8 @@ class RoceConfigCollector:
         settings, digest = cfg.flat(), cfg.config_hash()
         known = self.known.get(cfg.interface)
         if known is None:
-            self.known[cfg.interface] = _Known(digest, settings, cfg.firmware)
+            self.known[cfg.interface] = _Known(digest, settings, cfg.firmware, baseline=dict(settings),
+                                               baseline_firmware=cfg.firmware)
             return True
         pending = self._pending.pop(cfg.interface, 0)
         if pending:
@@ -396,6 +420,17 @@ class RoceConfigCollector:
             known.changes += 1
         return True
 
+    def _accept(self, cfg: NetdevConfig) -> bool:
+        """An operator accepted the current configuration as the new baseline."""
+        known = self.known[cfg.interface]
+        if known.baseline == known.settings and known.baseline_firmware == cfg.firmware:
+            return False
+        log.warning("%s: RoCE CC/QoS configuration accepted as the new baseline (%d setting(s) differed)",
+                    cfg.interface, len(describe_changes(known.baseline, known.settings)),
+                    extra={"interface": cfg.interface, "file": str(self.accept_flag)})
+        known.baseline, known.baseline_firmware = dict(known.settings), cfg.firmware
+        return True
+
     def snapshot(self, cfg: NetdevConfig) -> Snapshot:
         snap = Snapshot()
         i = cfg.interface
@@ -419,6 +454,13 @@ class RoceConfigCollector:
         snap.add(F.CONFIG_INFO, (i, cfg.config_hash()), 1.0)
         known = self.known[i]
         snap.add(F.CONFIG_CHANGES, (i,), float(known.changes))
+        drift = describe_changes(known.baseline, known.settings)  # the last complete read
+        snap.add(F.BASELINE_DRIFT, (i,), float(len(drift)))
+        if drift:
+            text = ", ".join(drift[:MAX_LISTED_CHANGES])
+            if len(drift) > MAX_LISTED_CHANGES:
+                text += f" (+{len(drift) - MAX_LISTED_CHANGES} more)"
+            snap.add(F.BASELINE_DRIFT_INFO, (i, text, known.baseline_firmware, cfg.firmware), 1.0)
         last = known.last_change
         if last:
             snap.add(F.LAST_CHANGE_TS, (i,), float(last.get("timestamp", 0.0)))

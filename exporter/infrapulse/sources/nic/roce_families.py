@@ -71,6 +71,17 @@ LAST_CHANGE_INFO = _info(
     "The last configuration change: `changes` lists setting old->new (at most 8, then +N more); "
     "firmware_changed is true when the firmware version changed with it (or at most 5m before it).",
     ("interface", "changes", "firmware_changed"))
+BASELINE_DRIFT = _gauge(
+    "infrapulse_nic_roce_config_baseline_drift",
+    "Settings that differ from the accepted baseline configuration (the first seen, or the last accepted: "
+    "`touch {state_dir}/roce_config/accept-baseline`); 0 = at its baseline. Stays above 0 until the "
+    "configuration returns or the new one is accepted.",
+    ("interface",))
+BASELINE_DRIFT_INFO = _info(
+    "infrapulse_nic_roce_config_baseline_drift_info",
+    "While the configuration differs from its baseline: the settings baseline->now (at most 8, then +N more) "
+    "and the firmware of the baseline and of now.",
+    ("interface", "changes", "baseline_firmware", "firmware"))
 EXPECTED_MISMATCHES = _gauge(
     "infrapulse_nic_roce_config_expected_mismatches",
     "Settings that differ from the configured `expected:` CC/QoS configuration (0 = as intended); absent "

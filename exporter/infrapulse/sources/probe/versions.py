@@ -71,7 +71,10 @@ def read_versions(sysfs_root: str, nccl_path: str = "", files: dict[str, str] | 
 def changed(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[str, str]]:
     """Components whose version differs ("" for one that appeared or went away). A list of
     versions (nic_firmware on a node with several NIC models) is reduced to what changed:
-    "0.2,28.39.1002" -> "0.2,28.41.1000" is 28.39.1002 -> 28.41.1000."""
+    "0.2,28.39.1002" -> "0.2,28.41.1000" is 28.39.1002 -> 28.41.1000. Where the devices that
+    changed went to (or came from) a version others already ran, the side has no version of its
+    own: it names that side's versions, never nothing ("28.39.1002,28.41.1000" -> "28.41.1000" is
+    28.39.1002 -> 28.41.1000: the one NIC left on the old firmware joined the upgraded one)."""
     out = {}
     for k in sorted(set(before) | set(after)):
         old, new = before.get(k, ""), after.get(k, "")
@@ -79,6 +82,7 @@ def changed(before: dict[str, str], after: dict[str, str]) -> dict[str, tuple[st
             continue
         if "," in old or "," in new:
             old_set, new_set = set(old.split(",")) - {""}, set(new.split(",")) - {""}
-            old, new = ",".join(sorted(old_set - new_set)), ",".join(sorted(new_set - old_set))
+            gone, came = old_set - new_set, new_set - old_set
+            old, new = ",".join(sorted(gone or old_set)), ",".join(sorted(came or new_set))
         out[k] = (old, new)
     return out
