@@ -131,8 +131,8 @@ def _status_series(values: dict) -> dict[str, float]:
     ("TTFT past its bad level", lambda f: _fabric_and_gpu(_serving(f, 3.6)), "degraded"),
     ("a flapping link at the cap of 40", lambda f: _fabric_and_gpu(_serving(f, 0.3), flaps=3), "critical"),
     # the weighted score is 85 (healthy in the bands); one signal at its bad level makes it degraded
-    ("RoCE settings away from their baseline, score 85", lambda f: _drifted(_fabric_and_gpu(_serving(f, 0.3))),
-     "degraded"),
+    ("RoCE settings away from their baseline, score 85",
+     lambda f: _drifted(_fabric_and_gpu(_serving(f, 0.3))), "degraded"),
 ])
 async def test_api_cli_page_and_metric_agree(case, build, status):
     from infrapulse.sources import registry

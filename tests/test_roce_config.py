@@ -201,7 +201,8 @@ def test_a_reset_stays_drift_until_restored_or_accepted_across_restarts(tmp_path
         assert r.snapshot is not None
         assert r.snapshot.series[F.BASELINE_DRIFT.name] == {(IF,): 6.0}
     (info,) = r.snapshot.series[F.BASELINE_DRIFT_INFO.name]
-    assert info[0] == IF and info[1].startswith("roce_np/enable/3 1->0, roce_rp/rate_reduce_monitor_period 2->4")
+    assert info[0] == IF
+    assert info[1].startswith("roce_np/enable/3 1->0, roce_rp/rate_reduce_monitor_period 2->4")
     assert info[2:] == ("28.39.1002", "28.41.1000")
     # a restart does not forget it
     _, s = collect(root, sim, state)

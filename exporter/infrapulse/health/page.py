@@ -131,8 +131,9 @@ def status_reasons(reasons: list[dict[str, Any]]) -> str:
     """Why the status is what it is: the same reasons as /api/v1/health's `status_reasons`."""
     if not reasons:
         return ""
-    items = "".join(f'<li class="status-reason" data-status="{_esc(r["status"])}" data-rule="{_esc(r["rule"])}" '
-                    f'data-signal="{_esc(r["signal"])}"><b>{_esc(r["status"])}</b>: {_esc(r["text"])}'
+    items = "".join(f'<li class="status-reason" data-status="{_esc(r["status"])}" '
+                    f'data-rule="{_esc(r["rule"])}" data-signal="{_esc(r["signal"])}">'
+                    f'<b>{_esc(r["status"])}</b>: {_esc(r["text"])}'
                     f'{_more(r)}</li>' for r in reasons)
     return f'<ul id="status-reasons">{items}</ul>'
 

@@ -345,8 +345,8 @@ def apply_status(report: Report, cfg: dict[str, Any]) -> None:
     report.status = worst_status(band, *(r.status for r in report.status_reasons))
     if band != HEALTHY and report.score is not None:
         level = cfg["status_thresholds"][CRITICAL if band == CRITICAL else DEGRADED]
-        report.status_reasons.insert(0, StatusReason(
-            band, "score_band", "", "", "", 0, f"score {report.score:g} is below the {band} band ({level:g})"))
+        text = f"score {report.score:g} is below the {band} band ({level:g})"
+        report.status_reasons.insert(0, StatusReason(band, "score_band", "", "", "", 0, text))
     floor = float(cfg.get("coverage_floor", 0.0))
     if report.status == HEALTHY and report.coverage < floor:
         report.status = UNKNOWN
@@ -519,9 +519,9 @@ def top_detractors(report: Report, count: int) -> list[Detractor]:
     for rank, (*_, name) in enumerate(ranked, start=1):
         parts = [DetractorPart(*row[3:]) for row in sorted(by_target[name], key=_row_order)]
         first, others = parts[0], parts[1:]
-        signal = first.result.signal
-        if signal.group_by:  # the members are the other parts: one signal, worst first
-            names = [_member_name(signal, p.target.measurement) for p in parts]
+        lead = first.result.signal
+        if lead.group_by:  # the members are the other parts: one signal, worst first
+            names = [_member_name(lead, p.target.measurement) for p in parts]
             sentence_text = _group_sentence(first, names)
             out.append(Detractor(rank, first.component, first.result, first.target,
                                  sum(p.impact for p in parts), sentence_text, [], len(parts), names))

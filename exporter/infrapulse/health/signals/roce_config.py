@@ -1,5 +1,6 @@
 """RoCE configuration signals (source `roce_config`, plus the infiniband congestion counters):
-a configuration change, a configuration still away from its accepted baseline, ECN notification point off on a lossless priority, a configuration
+a configuration change, a configuration still away from its accepted baseline, ECN
+notification point off on a lossless priority, a configuration
 that differs from `expected:`, and the behavioural cross-check (ECN-marked packets arriving
 while no CNP is sent: the notification point is off, whatever the configuration files say)."""
 

@@ -13,8 +13,9 @@ is logged setting by setting (old -> new, and whether the firmware changed) and 
 (changes counter, last-change info); (b) the accepted baseline: the configuration first seen (or
 last accepted) is kept beside it, and the settings differing from it are exported until the
 configuration returns to it or an operator accepts the new one (`touch {state_dir}/roce_config/
-accept-baseline`: every netdev's current configuration becomes its baseline); (c) fleet consistency is in the recording
-rules, by hash; (d) an optional `expected:` configuration gives a mismatch family.
+accept-baseline`: every netdev's current configuration becomes its baseline); (c) fleet
+consistency is in the recording rules, by hash; (d) an optional `expected:` configuration gives
+a mismatch family.
 
 For simulation and tests, `sim_dir` replaces the netlink and ioctl reads with files:
 `<sim_dir>/<interface>.json` = {"dcb": {...DcbConfig.to_json()}, "drvinfo": {"driver", "version"}}.
