@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Keep the critical-XID regex of alerts/gpu.rules.yaml equal to the XID table.
 
-The table is exporter/infrapulse/sources/gpu/xid.py (the one XID vocabulary, also read by the
+The table is exporter/infrapulse/xid.py (the one XID vocabulary, also read by the
 health score). This rewrites only the `xid=~"..."` matchers of the InfrapulseGpuCriticalXid
 rule, leaving the rest of the file (comments, layout) as it is.
 
@@ -26,7 +26,7 @@ MATCHER = re.compile(r'xid=~"[^"]*"')
 
 def critical_regex() -> str:
     sys.path.insert(0, str(ALERTS_DIR.parent / "exporter"))
-    from infrapulse.sources.gpu import xid
+    from infrapulse import xid
 
     return xid.critical_regex()
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = render(text, critical_regex())
     if args.check:
         if wanted != text:
-            print(f"{args.rules}: the critical XID regex differs from sources/gpu/xid.py: run python "
+            print(f"{args.rules}: the critical XID regex differs from xid.py: run python "
                   "alerts/generate_xid_rules.py", file=sys.stderr)
             return 1
         return 0

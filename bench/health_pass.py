@@ -131,7 +131,7 @@ class Fabric:
     def _steps(self, state: Any) -> array:
         """Per-slot increments of a healthy, busy fabric: packets and bytes move, a few ECN marks
         and pause frames, errors and drops mostly stay put."""
-        from infrapulse.sources.gnmi.columns import Column
+        from infrapulse.columns import Column
 
         steps = array("d", bytes(8 * len(state.slots.values)))
         for family, series in state.snapshot.series.items():

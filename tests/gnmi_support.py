@@ -7,7 +7,8 @@ import contextlib
 from collections.abc import Callable
 
 from infrapulse.simulate import gnmi_sonic
-from infrapulse.simulate.gnmi_target import PRIORITIES, GnmiTarget, SimSwitch
+from infrapulse.simulate.gnmi_port import PRIORITIES
+from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
 from infrapulse.sources.base import SourceContext
 from infrapulse.sources.gnmi.config import CONFIG
 from infrapulse.sources.gnmi.families import STATUS_FAMILIES

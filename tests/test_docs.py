@@ -91,3 +91,36 @@ def test_readme_links_resolve():
     for target in re.findall(r"\]\(([^)#]+)\)", readme):
         if "://" not in target:
             assert (ROOT / target).exists(), target
+
+
+def _layout_block() -> str:
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text[text.index("## Layout"):]
+    return section[section.index("```") + 3:section.index("```", section.index("```") + 3)]
+
+
+def test_the_development_layout_names_every_module_and_nothing_else():
+    """docs/development.md's layout is checked against the tree, both ways."""
+    import re
+
+    package = ROOT / "exporter" / "infrapulse"
+    block = _layout_block()
+    words = set(re.findall(r"[a-z_][a-z0-9_]*", block))
+    top_modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+    packages = {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    sub_modules = {p.stem for name in ("health", "inspect", "doctor", "exposition") for p in
+                   (package / name).glob("*.py") if not p.stem.startswith("__")}
+    missing = sorted((top_modules | packages | sub_modules) - words)
+    assert missing == [], f"docs/development.md's layout does not name {missing}"
+    # and the names in the package lines are real modules or packages
+    lines = [line for line in block.splitlines() if line.startswith("  ")]
+    named = set(re.findall(r"\b[a-z_][a-z0-9_]*\b", " ".join(
+        line.split(":", 1)[-1] if line.lstrip().startswith(("plumbing:",)) else line for line in lines)))
+    real = top_modules | packages | sub_modules | {
+        p.stem for p in package.rglob("*.py")} | {p.name for p in package.rglob("*") if p.is_dir()}
+    prose = {"the", "and", "one", "per", "file", "component", "with", "its", "each", "spec", "py",
+             "registry", "data", "source", "demo", "simulator", "scenarios", "not", "imported", "by",
+             "exporter", "infrapulse", "doctor", "metrics", "real", "collection", "plumbing",
+             "signals", "static"}
+    unknown = sorted(named - real - prose)
+    assert unknown == [], f"docs/development.md's layout names what the tree does not have: {unknown}"

@@ -12,12 +12,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from infrapulse import catalog
+from infrapulse.columns import Slots
 from infrapulse.docs import load_everything
 from infrapulse.exposition import ExpositionRegistry, Style, render_body, style_of
 from infrapulse.exposition.store_encoder import StoreEncoder
 from infrapulse.httpguard import HttpStats
 from infrapulse.metrics import DaemonState, StoreCollector, make_registry
-from infrapulse.sources.gnmi.columns import Slots
 from infrapulse.store import Histogram, Snapshot, Store
 
 # Every Accept header that selects a style the encoder writes itself.

@@ -11,11 +11,11 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from infrapulse import catalog
+from infrapulse.columns import Slots
 from infrapulse.exposition import ExpositionRegistry, render_body
 from infrapulse.exposition.floats import go_float, go_floats
 from infrapulse.exposition.runs import format_values
 from infrapulse.metrics import DaemonState, StoreCollector
-from infrapulse.sources.gnmi.columns import Slots
 from infrapulse.store import Histogram, Snapshot, Store
 
 STYLES = [choose_encoder(accept)[0] for accept in (

@@ -1,8 +1,8 @@
-"""The columnar store behind streamed switch series (infrapulse.sources.gnmi.columns)."""
+"""The columnar store behind streamed switch series (infrapulse.columns)."""
 
 from __future__ import annotations
 
-from infrapulse.sources.gnmi.columns import MIN_DEAD_TO_COMPACT, Slots
+from infrapulse.columns import MIN_DEAD_TO_COMPACT, Slots
 
 
 def test_a_held_series_shows_only_once_written():

@@ -388,7 +388,7 @@ def test_switches_share_decoded_prefixes_and_a_prefix_makes_its_spare_dicts_on_f
 def test_release_frees_a_switch_state_without_the_cyclic_gc():
     """Bindings point back at the dicts that hold them; release() breaks those cycles so that a
     removed switch's state is freed at once, not at the next full collection."""
-    from infrapulse.sources.gnmi.columns import Column
+    from infrapulse.columns import Column
     from infrapulse.sources.gnmi.ingest import Binding
 
     def live(kind) -> int:
@@ -410,7 +410,7 @@ def test_release_frees_a_switch_state_without_the_cyclic_gc():
         gc.enable()
 
 
-# -- the columnar store under the bulk path (gnmi_columns) -------------------------------------
+# -- the columnar store under the bulk path (columns.py) ---------------------------------------
 
 
 def qos_plan_runs(state: SwitchState, interface: str) -> tuple:

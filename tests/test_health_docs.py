@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from infrapulse import xid
 from infrapulse.health import reference
 from infrapulse.health.signals import SIGNALS
-from infrapulse.sources.gpu import xid
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "health.md"
 

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from health_fixtures import health_config
+from infrapulse.columns import Column, Slots
 from infrapulse.health.readings import RateLists, Readings, rate_lists_of
 from infrapulse.health.rings import ColumnRing
 from infrapulse.health.scoring import (
@@ -42,7 +43,6 @@ from infrapulse.health.service import HealthService
 from infrapulse.health.signals import SPARSE_COUNTERS, Measurement, counters_by_window
 from infrapulse.health.signals.base import at_most_one, paired, ratio, ratios
 from infrapulse.rates import Rate
-from infrapulse.sources.gnmi.columns import Column, Slots
 from infrapulse.store import Snapshot, Store
 from readings_reference import Readings as ReferenceReadings
 

@@ -1,4 +1,4 @@
-"""One XID vocabulary (sources/gpu/xid.py): the health signals and the critical-XID alert both
+"""One XID vocabulary (xid.py): the health signals and the critical-XID alert both
 follow it, and alerts/generate_xid_rules.py --check catches a drifted alert regex."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from health_fixtures import GPU_LABELS, Feed, service_for, signal
-from infrapulse.sources.gpu import families, xid
+from infrapulse import xid
+from infrapulse.sources.gpu import families
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "alerts"))
@@ -48,7 +49,7 @@ def test_check_fails_on_drift_and_a_rewrite_fixes_only_the_regex(tmp_path, capsy
     drifted = tmp_path / "gpu.rules.yaml"
     drifted.write_text(original.replace(xid.critical_regex(), "48|79"))
     assert generate_xid_rules.main(["--check", "--rules", str(drifted)]) == 1
-    assert "differs from sources/gpu/xid.py" in capsys.readouterr().err
+    assert "differs from xid.py" in capsys.readouterr().err
     assert generate_xid_rules.main(["--rules", str(drifted)]) == 0
     assert drifted.read_text() == original
     with pytest.raises(ValueError, match="no alert InfrapulseGpuCriticalXid"):

@@ -3,21 +3,26 @@
 Every `import` and `from ... import` of every module under exporter/infrapulse counts, at module
 level or inside a function, relative ones resolved against their package. The rules:
 
-* no import cycle, function-level imports included (a deferred import hides a cycle, it does not
-  remove it);
-* `infrapulse.simulate` is imported from outside simulate/ only by the CLI's demo wiring
-  (ALLOWED_SIMULATE_IMPORTS);
-* `infrapulse.sources` never imports `infrapulse.health` (the health layer reads what sources
-  publish, through the store);
+* no import cycle at any level: function-level imports included (a deferred import hides a cycle,
+  it does not remove it) and type-level ones too (`if TYPE_CHECKING:`: a cycle of types is a
+  cycle of concepts);
+* no arrow runs back up the layers (LAYERS: plumbing < sources < health < inspect < config <
+  daemon, doctor, docs < cli < simulate);
+* nothing outside simulate/ imports `infrapulse.simulate` at all: the CLI loads the simulators
+  by name when `demo` or `simulate` runs (and a fresh interpreter importing the CLI loads none);
+* `infrapulse.sources` never imports `infrapulse.health`, and health and inspect read the
+  sources only through the registry (`infrapulse.sources`, `sources.spec`, `sources.base`): the
+  series they read are in the store and the catalogue;
 * every package folder's `__init__.py` says in its docstring what the package owns and what it
   may import.
-
-Imports under `if TYPE_CHECKING:` never run: they count for the layering rules, not for cycles.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,14 +33,12 @@ from conftest import ROOT
 PACKAGE_DIR = ROOT / "exporter" / "infrapulse"
 PACKAGE = "infrapulse"
 
-# (importing module, enclosing top-level function or "<module>", imported module): the demo
-# wiring in the CLI. `simulate` registers its own sub-commands, `demo` starts the simulators,
-# and `source_options` injects the NVML fake only when the testing key sources.nvml.fake asks.
-ALLOWED_SIMULATE_IMPORTS = {
-    ("infrapulse.cli", "<module>", "infrapulse.simulate.cli"),
-    ("infrapulse.cli", "cmd_demo", "infrapulse.simulate.demo"),
-    ("infrapulse.cli", "source_options", "infrapulse.simulate.nvml_fake"),
-}
+# Layers, lowest first: a module may import its own layer and those below. Top-level modules not
+# named are plumbing (store, catalog, schema, rates, http, services, ...), layer 0.
+LAYERS = {"sources": 1, "health": 2, "inspect": 3, "config": 4, "daemon": 5, "doctor": 5, "docs": 5,
+          "cli": 6, "__main__": 6, "simulate": 7}
+# What health and inspect may import of the sources: the registry and the Source base types.
+SOURCE_REGISTRY = {"infrapulse.sources", "infrapulse.sources.spec", "infrapulse.sources.base"}
 
 
 @dataclass(frozen=True)
@@ -209,13 +212,29 @@ def _describe(cycle: list[str], edges: list[Edge]) -> str:
     return "\n  ".join(hops)
 
 
-def simulate_violations(edges: list[Edge]) -> list[str]:
-    def in_simulate(name: str) -> bool:
-        return name == "infrapulse.simulate" or name.startswith("infrapulse.simulate.")
+def _in(package: str, name: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 0) if len(parts) > 1 else 0
+
+
+def simulate_violations(edges: list[Edge]) -> list[str]:
     return [f"{e.where()} imports {e.target}" for e in edges
-            if in_simulate(e.target) and not in_simulate(e.importer)
-            and (e.importer, e.scope, e.target) not in ALLOWED_SIMULATE_IMPORTS]
+            if _in("infrapulse.simulate", e.target) and not _in("infrapulse.simulate", e.importer)]
+
+
+def back_arrows(edges: list[Edge]) -> list[str]:
+    return [f"{e.where()} imports {e.target} (layer {layer_of(e.importer)} -> {layer_of(e.target)})"
+            for e in edges if layer_of(e.target) > layer_of(e.importer)]
+
+
+def source_internals_read_above(edges: list[Edge]) -> list[str]:
+    return [f"{e.where()} imports {e.target}" for e in edges
+            if (_in("infrapulse.health", e.importer) or _in("infrapulse.inspect", e.importer))
+            and _in("infrapulse.sources", e.target) and e.target not in SOURCE_REGISTRY]
 
 
 def health_from_sources_violations(edges: list[Edge]) -> list[str]:
@@ -237,16 +256,32 @@ def test_the_graph_covers_the_package() -> None:
     assert ("source_options", "infrapulse.sources.gpu.nvml") in cli
 
 
-def test_no_import_cycles() -> None:
-    cycles = find_cycles([e for e in EDGES if not e.type_checking])
+def test_no_import_cycles_at_any_level() -> None:
+    cycles = find_cycles(EDGES)  # type-level imports included
     assert not cycles, "import cycles:\n" + "\n".join(f"  {_describe(c, EDGES)}" for c in cycles)
 
 
-def test_simulate_is_imported_only_by_the_demo_wiring() -> None:
+def test_no_arrow_runs_back_up_the_layers() -> None:
+    assert back_arrows(EDGES) == []
+    # every layer is really there (the rule cannot pass by misnaming one)
+    assert {layer_of(m) for m in MODULES} == set(LAYERS.values()) | {0}
+
+
+def test_production_never_imports_the_simulators() -> None:
     assert simulate_violations(EDGES) == []
-    # every allowance is still used: a stale one would silently widen the rule
-    used = {(e.importer, e.scope, e.target) for e in EDGES}
-    assert ALLOWED_SIMULATE_IMPORTS <= used
+
+
+def test_importing_the_cli_and_building_its_parser_loads_no_simulator() -> None:
+    code = ("import sys, infrapulse.cli as c\nc.build_parser()\nimport infrapulse.daemon\n"
+            "print(sorted(m for m in sys.modules if m.startswith('infrapulse.simulate')))")
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR.parent)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_health_and_inspect_read_sources_only_through_the_registry() -> None:
+    assert source_internals_read_above(EDGES) == []
 
 
 def test_sources_never_import_health() -> None:
@@ -315,3 +350,15 @@ def test_a_type_checking_import_is_no_cycle_but_still_layering() -> None:
     assert find_cycles([e for e in edges if not e.type_checking]) == []
     assert find_cycles(edges) == [["infrapulse.daemon", "infrapulse.store", "infrapulse.daemon"]]
     assert simulate_violations(edges) == ["infrapulse.daemon:2 (<module>) imports infrapulse.simulate.demo"]
+    assert back_arrows(edges) == [
+        "infrapulse.store:3 (<module>) imports infrapulse.daemon (layer 0 -> 5)",
+        "infrapulse.daemon:2 (<module>) imports infrapulse.simulate.demo (layer 5 -> 7)"]
+
+
+def test_a_health_module_reading_a_source_module_is_reported() -> None:
+    edges = _edges_of({
+        "infrapulse.health.latency": "from ..sources.serving.source import ServingSource\n"
+                                     "from ..sources import SPECS\n",
+        "infrapulse.inspect.sample": "from ..sources.base import Source\n"})
+    assert source_internals_read_above(edges) == [
+        "infrapulse.health.latency:1 (<module>) imports infrapulse.sources.serving.source"]

@@ -299,7 +299,8 @@ async def test_an_xid_fed_through_health_names_the_gpu_and_the_xid(tmp_path: Pat
     feed.series("nvml", "infrapulse_gpu_xid_errors_total", ("3", "GPU-3", "79"), [None] * 30 + [1.0] * 15,
                 "nvml")
     health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
-    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
     (report,) = await _drive(feed, start, health, service)
     assert (report["verdict"]["layer"], report["verdict"]["target"]) == ("compute", "GPU 3")
     compute = next(layer for layer in report["layers"] if layer["name"] == "compute")
@@ -316,7 +317,8 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
     from infrapulse.health.service import HealthService
 
     health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
-    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
     made = await _drive(feed, start, health, service)
     assert len(made) == 1
     report = made[0]
@@ -329,15 +331,16 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
     assert [layer["name"] for layer in report["layers"]] == ["queue", "compute", "network"]
     assert json.loads((tmp_path / "inspections" / f"{report['id']}.json").read_text()) == report
     # The service reloaded from the same state_dir still has it, as latest.
-    again = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    again = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                              health.interval)
     assert again.reports.latest() == report
 
 
 async def test_on_demand_is_single_flight_and_rate_limited(tmp_path: Path) -> None:
     feed = _storming_feed(time.time() - 100)
     health = service_for(feed.store)
-    service = InspectionService(feed.store, health, _inspect_config("  on_demand_min_interval: 60s\n"),
-                                str(tmp_path), "h")
+    config = _inspect_config("  on_demand_min_interval: 60s\n")
+    service = InspectionService(feed.store, health.reports, config, str(tmp_path), "h", health.interval)
     feed.publish(health, step_seconds=1.0)
     await service.step(now=T0 + 50)
     first = await service.on_demand(now=T0 + 50)
@@ -521,7 +524,8 @@ async def test_a_steady_score_starts_no_inspection(tmp_path: Path) -> None:
     feed.series("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"),
                 [i * 0.0001 for i in range(45)], "ens1f0np0")
     health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
-    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
     assert await _drive(feed, start, health, service) == []
     assert health.report is not None and health.report.score == 100.0
     assert service.reports.latest() is None and not (tmp_path / "inspections").exists()

@@ -23,7 +23,8 @@ def _run(feed: Feed, start: float, tmp_path: Path) -> list[dict]:
     import asyncio
 
     health = HealthService(feed.store, config_mod.load_text(HEALTH)["health"], "h", 1.0)
-    service = InspectionService(feed.store, health, _inspect_config(), str(tmp_path), "gpu-node-01")
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
     return asyncio.run(_drive(feed, start, health, service))
 
 

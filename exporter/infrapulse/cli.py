@@ -6,9 +6,11 @@ Exit codes: 0 ok, 1 runtime failure (e.g. the port is taken), 2 bad config or us
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
+from typing import Any
 
 # gRPC's C core logs connection events (GOAWAY on a switch restart) straight to stderr, outside
 # our logging; the gNMI source reports those itself. Must be set before grpc is imported.
@@ -21,13 +23,20 @@ from .doctor import cli as doctor_cli
 from .health import cli as health_cli
 from .inspect import cli as inspect_cli
 from .schema import SchemaError, format_duration, parse_host_port
-from .simulate import cli as simulate_cli
 
 log = logging.getLogger("infrapulse")
 
 # Sub-commands that live with their subsystem: each module's add_parser(subparsers) sets
 # `func` (returning an exit code) on its parser.
-SUBCOMMAND_MODULES = (simulate_cli, health_cli, inspect_cli, docs_cli)
+SUBCOMMAND_MODULES = (health_cli, inspect_cli, docs_cli)
+
+# The simulators are not part of the exporter: `demo`, `simulate` and the NVML fake load them by
+# name when asked for, so running the daemon never imports them (tests/test_imports.py).
+SIMULATE = "infrapulse.simulate"
+
+
+def _simulate(module: str) -> Any:
+    return importlib.import_module(f"{SIMULATE}.{module}")
 
 
 def _listen(value: str) -> str:
@@ -80,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--interval", default="2s", help="poll interval of the demo daemon (default 2s)")
     demo.set_defaults(func=cmd_demo)
 
+    # Listed here; parsed by the simulators' own CLI, loaded only when it runs (main()).
+    sub.add_parser("simulate", add_help=False,
+                   help="run one simulator on its own (sysfs tree, gNMI switches, engines)")
     for module in SUBCOMMAND_MODULES:
         module.add_parser(sub)
     doctor_cli.add_parser(sub, source_options)
@@ -144,19 +156,20 @@ def source_options(cfg: dict) -> dict:
 
     if not cfg["sources"]["nvml"]["fake"]:
         return {}
-    from .simulate.nvml_fake import open_fake
-
-    return {OPEN_FAKE_KEY: open_fake}
+    return {OPEN_FAKE_KEY: _simulate("nvml_fake").open_fake}
 
 
 def cmd_demo(args) -> int:
-    from .simulate.demo import run_demo
-
     logs.setup(args.log_format, args.log_level)
-    return run_demo(args)
+    code: int = _simulate("demo").run_demo(args)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:
+        code: int = _simulate("cli").main(argv[1:])
+        return code
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -1,4 +1,11 @@
-"""The asyncio supervisor: sources as tasks, the HTTP server, signals and config reload.
+"""The asyncio supervisor: sources as tasks, the services it composes, the HTTP server, signals
+and config reload.
+
+Services (`services.Service`: the health scorer, the inspections, whatever a caller adds with
+`add_service`, e.g. the demo's scenario toggles) are built here, from the config, before the
+daemon starts; each runs as one task, adds its routes and hears reloads. Health hands each
+report to the inspections over a `services.Channel` the daemon gives both; neither knows the
+daemon.
 
 SIGTERM/SIGINT stop everything within ~2 s and exit 0. SIGHUP re-reads the config file: a
 valid new config restarts only the sources whose settings changed; an invalid one is logged
@@ -20,11 +27,13 @@ from aiohttp import web
 
 from . import config as config_mod
 from . import memory
-from .health import service as health_service
+from .health.scoring import Report
+from .health.service import HealthService
 from .http import json_error, make_app
 from .httpguard import ClientErrorLog, ConnectionGuard, GuardLimits, HttpStats
-from .inspect import service as inspect_service
+from .inspect.service import InspectionService
 from .metrics import DaemonState, make_registry
+from .services import Channel, Service
 from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
 from .store import Store
@@ -52,10 +61,8 @@ class Daemon:
         self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
         self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
-        self.app_extensions: list[Callable[[web.Application], None]] = []
-        self.services: list[asyncio.Task] = []
-        self.health: health_service.HealthService | None = None  # set by health_service.attach()
-        self.on_reload: list[Callable[[dict], None]] = []
+        self.services: list[Service] = compose_services(config, self.store, self.state.hostname)
+        self._tasks: list[asyncio.Task] = []  # the services' and the daemon's own background tasks
         self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
@@ -67,6 +74,16 @@ class Daemon:
         self._reload_lock = asyncio.Lock()
         self.bound_port: int | None = None
 
+    @property
+    def health(self) -> HealthService | None:
+        return next((s for s in self.services if isinstance(s, HealthService)), None)
+
+    def add_service(self, service: Service) -> None:
+        """Compose one more service (before `start`)."""
+        if self._runner is not None:
+            raise RuntimeError("add_service after start: its routes would never be served")
+        self.services.append(service)
+
     # -- life cycle --------------------------------------------------------------------------
 
     @property
@@ -75,12 +92,12 @@ class Daemon:
 
     async def start(self) -> None:
         memory.tune()  # before any source starts gRPC's threads
-        self.services.append(asyncio.create_task(memory.trim_periodically(), name="malloc-trim"))
-        health_service.attach(self)
-        inspect_service.attach(self)
+        self._tasks.append(asyncio.create_task(memory.trim_periodically(), name="malloc-trim"))
+        for service in self.services:
+            self._tasks.append(asyncio.create_task(service.run(), name=service.name))
         self._start_sources(self.config)
         if self.web_security is not None:
-            self.services.append(asyncio.create_task(self.web_security.watch(), name="web-config-watch"))
+            self._tasks.append(asyncio.create_task(self.web_security.watch(), name="web-config-watch"))
         await self._start_http()
         log.info("infrapulse started", extra={"listen": self.listen, "role": self.state.role,
                                                "sources": sorted(self.sources)})
@@ -93,7 +110,8 @@ class Daemon:
         guard = ConnectionGuard(GuardLimits.from_config(http_cfg), self.http_stats,
                                 security.ssl_context if security is not None else None)
         middlewares = [guard.middleware] + ([security.middleware] if security is not None else [])
-        app = make_app(self.store, self.state, self.registry, [*self.app_extensions, self._source_routes],
+        app = make_app(self.store, self.state, self.registry,
+                       [*(s.routes for s in self.services), self._source_routes],
                        middlewares,
                        render_cache=http_cfg["render_cache"], csp_report_uri=http_cfg["csp_report_uri"])
         # keepalive_timeout closes idle keep-alive connections; lingering_time bounds reading
@@ -158,12 +176,14 @@ class Daemon:
         self._stop.set()
 
     async def stop(self) -> None:
-        tasks = [t for _, t, _ in self.sources.values()] + self.services
+        tasks = [t for _, t, _ in self.sources.values()] + self._tasks
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=STOP_GRACE_SECONDS)
-        await asyncio.gather(*(src.close() for src, _, _ in self.sources.values()), return_exceptions=True)
+        self._tasks.clear()
+        await asyncio.gather(*(src.close() for src, _, _ in self.sources.values()),
+                             *(s.close() for s in self.services), return_exceptions=True)
         self.sources.clear()
         await self._stop_http()
 
@@ -249,11 +269,27 @@ class Daemon:
         if new.get("hostname"):
             self.state.hostname = new["hostname"]
         self._start_sources(new, only=wanted - set(self.sources))
-        for hook in self.on_reload:
-            hook(new)
+        for service in self.services:
+            service.reload(new)
         if self.listen != old_listen and self._runner is not None:
             await self._stop_http()
             await self._start_http()
+
+
+def compose_services(config: dict[str, Any], store: Store, hostname: str) -> list[Service]:
+    """The services the config enables, wired to each other: the inspections read the health
+    reports, so they run only with health."""
+    out: list[Service] = []
+    health_cfg = config["health"]
+    if not health_cfg["enabled"]:
+        return out
+    reports: Channel[Report] = Channel()
+    interval = health_cfg["interval"] or config["interval"]
+    out.append(HealthService(store, health_cfg, hostname, interval, reports))
+    if config["inspect"]["enabled"]:
+        out.append(InspectionService(store, reports, config["inspect"], config["state_dir"], hostname,
+                                     interval))
+    return out
 
 
 def run_async(main: Callable[[], Any]) -> int:

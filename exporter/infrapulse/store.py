@@ -22,6 +22,12 @@ LabelValues = tuple[str, ...]
 log = logging.getLogger("infrapulse.store")
 
 
+def stale_after(interval: float) -> float:
+    """How long a published snapshot stays on /metrics without a refresh: three missed
+    intervals, at least 30 s (so a short interval does not make series blink)."""
+    return max(3 * interval, 30.0)
+
+
 @dataclass(frozen=True)
 class Histogram:
     """A cumulative histogram as the engine exposed it; `buckets` ends with (+Inf, count)."""
@@ -40,7 +46,7 @@ class Snapshot:
     Label values follow the family's declared `labels` (then `optional_labels`, where an
     empty string means "label absent", as in Prometheus itself). Readers use only the Mapping
     side of each family's series (items, get, len): the gnmi source keeps its numeric families
-    in columns (`sources.gnmi_columns`) that read like dicts.
+    in columns (`columns.py`) that read like dicts.
     """
 
     __slots__ = ("series", "timestamp")

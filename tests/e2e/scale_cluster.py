@@ -31,7 +31,7 @@ import yaml
 from infrapulse import config as config_mod
 from infrapulse.daemon import Daemon
 from infrapulse.simulate import gnmi_target, gpus, mesh, node, probe, roce_cc, serving_engines
-from infrapulse.simulate.demo import DEMO_NODES, DemoContext, DemoPart, close_parts, scenario_routes
+from infrapulse.simulate.demo import DEMO_NODES, DemoContext, DemoPart, close_parts, scenario_service
 from infrapulse.simulate.nvml_fake import open_fake
 from infrapulse.simulate.scenarios import ScenarioBoard
 from infrapulse.sources.gpu.nvml import OPEN_FAKE_KEY
@@ -90,7 +90,7 @@ async def run(args: argparse.Namespace) -> None:
                             hostname=hostname,
                             listen_override=f"127.0.0.1:{port}", source_options={OPEN_FAKE_KEY: open_fake})
             if not daemons:
-                daemon.app_extensions.append(scenario_routes(board))
+                daemon.add_service(scenario_service(board))
             await daemon.start()
             daemons.append(daemon)
         switches = [t["name"] for t in fabric_part.sources["gnmi"]["targets"]]

@@ -90,7 +90,7 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
     # No automatic inspection (the scenarios would leave one pending): the page comes from a POST.
     cfg["inspect"].update(allow_unauthenticated=True, on_demand_min_interval=0.0, score_below=0.0)
     daemon = Daemon(cfg, hostname=ctx.hostname, source_options={OPEN_FAKE_KEY: open_fake})
-    daemon.app_extensions.append(demo.scenario_routes(board))
+    daemon.add_service(demo.scenario_service(board))
     browser = Browser()
     origin = f"http://127.0.0.1:{port}"
     seen: dict[str, list[str]] = {}

@@ -44,7 +44,7 @@ async def test_demo_page_toggles_scenarios_in_chromium(tmp_path):
     port = free_port()
     daemon = Daemon(demo.demo_config(parts, f"127.0.0.1:{port}", "1s"), hostname=ctx.hostname,
                     source_options={OPEN_FAKE_KEY: open_fake})
-    daemon.app_extensions.append(demo.scenario_routes(board))
+    daemon.add_service(demo.scenario_service(board))
     browser = Browser()
     origin = f"http://127.0.0.1:{port}"
     try:

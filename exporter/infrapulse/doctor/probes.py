@@ -9,9 +9,11 @@ offer an encoding its profile speaks; each serving endpoint is scraped once and 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -19,7 +21,7 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from ..scrape import redact_url
-from ..sources import registry
+from ..sources import specs
 from ..sources.base import PollingSource, Source, SourceContext
 from ..sources.gnmi import shard as shard_mod
 from ..sources.gnmi.channel import open_channel, read_credentials
@@ -29,6 +31,7 @@ from ..sources.gnmi.session import SessionError, choose_encoding, classify
 from ..sources.gpu.nvml import OPEN_FAKE_KEY
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
 from ..sources.serving.source import Endpoint, ServingSource
+from ..sources.spec import SourceSpec
 from ..store import Store
 from .report import FAIL, OK, SKIP, WARN, Check
 
@@ -262,22 +265,58 @@ def skip_reason(section: dict[str, Any]) -> str:
     return "enabled: auto and not detected on this host"
 
 
+@dataclass(frozen=True)
+class ProbeRequest:
+    """What a source's doctor probe (its spec's `doctor`) is given."""
+
+    name: str
+    cls: type[Source]
+    cfg: dict[str, Any]
+    options: SourceOptions
+    hostname: str
+
+
+Probe = Callable[[ProbeRequest], Awaitable[list[Check]]]
+
+
+async def nvml(req: ProbeRequest) -> list[Check]:
+    return await asyncio.to_thread(probe_nvml, req.cfg["sources"][req.name], req.options)
+
+
+async def gnmi(req: ProbeRequest) -> list[Check]:
+    return await probe_gnmi(req.cfg["sources"][req.name], req.hostname)
+
+
+async def serving(req: ProbeRequest) -> list[Check]:
+    return await probe_serving(req.cfg)
+
+
+async def polling(req: ProbeRequest) -> list[Check]:
+    assert issubclass(req.cls, PollingSource)
+    return await probe_polling(req.name, req.cls, req.cfg, req.options)
+
+
+def probe_of(spec: SourceSpec) -> Probe | None:
+    """The spec's own probe ("module:function" under infrapulse.doctor), else the generic one
+    for a polling source; None when there is none."""
+    if spec.doctor:
+        module, _, function = spec.doctor.partition(":")
+        found: Probe = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+        return found
+    return polling if issubclass(spec.source, PollingSource) else None
+
+
 async def probe_all(cfg: dict[str, Any], options: SourceOptions, hostname: str) -> list[Check]:
     """Rows for every source: probed when the config enables it, else `skip` with why."""
     checks: list[Check] = []
-    for name, cls in registry().items():
+    for name, spec in specs().items():
         section = cfg["sources"][name]
-        if not cls.wanted(section):
+        if not spec.source.wanted(section):
             checks.append(Check(name, "-", SKIP, skip_reason(section)))
             continue
-        if name == "nvml":
-            checks += await asyncio.to_thread(probe_nvml, section, options)
-        elif name == "gnmi":
-            checks += await probe_gnmi(section, hostname)
-        elif name == "serving":
-            checks += await probe_serving(cfg)
-        elif issubclass(cls, PollingSource):
-            checks += await probe_polling(name, cls, cfg, options)
-        else:
+        probe = probe_of(spec)
+        if probe is None:
             checks.append(Check(name, "-", SKIP, "no probe for this source yet"))
+            continue
+        checks += await probe(ProbeRequest(name, spec.source, cfg, options, hostname))
     return checks

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from .blast import affected_text
+
 EXIT_CODES = {"healthy": 0, "degraded": 1, "critical": 2, "unknown": 3}
 DEFAULT_URL = "http://127.0.0.1:9477"
 
@@ -236,6 +238,8 @@ def render(body: dict[str, Any], url: str, show_all: bool = False) -> str:
         out.append("top detractors:")
         for d in body["detractors"]:
             out.append(f"  {d['rank']}. {d['sentence']}")
+            if d.get("affected"):
+                out.append(f"     {affected_text(d['affected'])}")
             out.append(f"     -> {d['hint']}")
     else:
         out.append("top detractors: none")

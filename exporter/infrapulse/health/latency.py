@@ -38,10 +38,18 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from .. import catalog
 from ..rates import counter_increase
-from ..sources.serving import normalize as norm
-from ..sources.serving.source import PROCESS_START, ServingSource
 from ..store import Histogram, Snapshot, Store
+
+# The serving families read here, by name: the serving source declares them (the catalogue has
+# them once the source registry is loaded); health reads the store, never a source module.
+TTFT = "infrapulse_llm_time_to_first_token_seconds"
+ITL = "infrapulse_llm_inter_token_latency_seconds"
+E2E = "infrapulse_llm_e2e_request_latency_seconds"
+ENDPOINT_UP = "infrapulse_llm_endpoint_up"
+REQUESTS = "infrapulse_llm_requests_total"
+PROCESS_START = "infrapulse_llm_process_start_time_seconds"
 
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
@@ -202,8 +210,8 @@ class QuantileTracker:
         if window is None:
             window = self.endpoints[endpoint] = EndpointWindow(self.window)
         window.engine = engine
-        window.observe(Reading(snapshot.timestamp, _merged(snapshot, norm.TTFT.name),
-                               _merged(snapshot, norm.ITL.name), _requests(snapshot, engine), started))
+        window.observe(Reading(snapshot.timestamp, _merged(snapshot, TTFT),
+                               _merged(snapshot, ITL), _requests(snapshot, engine), started))
 
     def observe_store(self, store: Store) -> None:
         """Observe the latest snapshot of every serving endpoint in `store`.
@@ -214,15 +222,16 @@ class QuantileTracker:
         Endpoints whose snapshot left the store (stale, or the endpoint was removed) are
         forgotten."""
         live = set()
+        serving = catalog.get(ENDPOINT_UP).source  # the source that publishes the endpoints
         for (source, target), snapshot in store.snapshots():
-            if source != ServingSource.name:
+            if source != serving:
                 continue
             live.add(target)
-            up = snapshot.series.get(norm.ENDPOINT_UP.name) or {}
+            up = snapshot.series.get(ENDPOINT_UP) or {}
             engine = next((labels[1] for labels, value in up.items() if value == 1.0), None)
             if engine is None:
                 continue
-            started = next(iter((snapshot.series.get(PROCESS_START.name) or {}).values()), None)
+            started = next(iter((snapshot.series.get(PROCESS_START) or {}).values()), None)
             self.observe(target, engine, snapshot, None if isinstance(started, Histogram) else started)
         for endpoint in [e for e in self.endpoints if e not in live]:
             self.forget(endpoint)
@@ -275,13 +284,13 @@ def _merged(snapshot: Snapshot, family: str) -> Histogram | None:
 def _requests(snapshot: Snapshot, engine: str) -> float | None:
     """Cumulative finished requests: requests_total over outcomes, else the e2e/TTFT count."""
     per_model: dict[str, float] = {}
-    series = snapshot.series.get(norm.REQUESTS.name)
+    series = snapshot.series.get(REQUESTS)
     if series:
         for labels, value in series.items():
             if not isinstance(value, Histogram):
                 per_model[labels[2]] = per_model.get(labels[2], 0.0) + value
     else:
-        for family in (norm.E2E.name, norm.TTFT.name):
+        for family in (E2E, TTFT):
             hists = snapshot.series.get(family)
             if hists:
                 for labels, h in hists.items():

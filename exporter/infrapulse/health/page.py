@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 
 from .. import __version__
+from .blast import affected_text
 from .runbooks import runbook_for, runbook_url
 from .sparkline import sparkline_svg
 
@@ -110,6 +111,14 @@ def _signals_of(detractor: dict[str, Any]) -> list[str]:
     return [str(detractor["signal"])]
 
 
+def affected_line(affected: dict[str, Any] | None) -> str:
+    if not affected:
+        return ""
+    workloads = ",".join(w["name"] for w in affected["workloads"])
+    return (f'<br><span class="affected" data-state="{_esc(affected["state"])}" '
+            f'data-workloads="{_esc(workloads)}">{_esc(affected_text(affected))}</span>')
+
+
 def detractor_list(detractors: list[dict[str, Any]], runbook_base: str, switches: Iterable[str]) -> str:
     if not detractors:
         return '<p class="empty">Nothing is pulling the score down.</p>'
@@ -123,6 +132,7 @@ def detractor_list(detractors: list[dict[str, Any]], runbook_base: str, switches
                          for a in alerts) if runbook_base else ""
         items.append(f'<li class="detractor" data-signal="{_esc(",".join(signals))}" '
                      f'data-target="{_esc(d["target"])}"><span class="sentence">{_esc(d["sentence"])}</span>'
+                     f'{affected_line(d.get("affected"))}'
                      f'<br><span class="hint">{_esc(d["hint"])}</span> {links}</li>')
     return f'<ol id="detractor-list">{"".join(items)}</ol>'
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import NamedTuple, cast
 
 from .. import catalog
+from ..columns import Column
 from ..rates import CounterHistory, Rate
-from ..sources.gnmi.columns import Column
 from ..store import Histogram, LabelValues, Store, Value
 from .rings import ColumnRing
 

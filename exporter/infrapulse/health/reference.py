@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from ..sources.gpu import xid
+from .. import xid
 from . import promql
 from .config import DEFAULT_COMPONENT_WEIGHTS
 from .reasons import format_threshold
@@ -44,7 +44,7 @@ XID_SCORED_AS = {xid.CRITICAL: "`xid_critical` (critical signal)", xid.APPLICATI
 
 
 def xid_table() -> str:
-    """Every XID of sources/gpu/xid.py: the class decides the signal and the alert."""
+    """Every XID of xid.py: the class decides the signal and the alert."""
     rows = ["| XID | driver name | meaning | NVIDIA's immediate action | class | scored as |",
             "| --- | --- | --- | --- | --- | --- |"]
     order = {xid.CRITICAL: 0, xid.APPLICATION: 1, xid.OTHER: 2}

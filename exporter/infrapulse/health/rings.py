@@ -1,6 +1,6 @@
 """Counter history of a whole gNMI column at once: one row of values per observation.
 
-A switch's numeric families are `Column`s (sources/gnmi/columns.py): every series of one family
+A switch's numeric families are `Column`s (columns.py): every series of one family
 of one switch is observed at the same instant, the snapshot's timestamp. So instead of one ring of
 (timestamp, value) tuples per series (`rates.CounterHistory`), a `ColumnRing` keeps the
 timestamps once and one `array('d')` row per observation, aligned with the column's label tuples:
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from ..rates import Rate
 
 if TYPE_CHECKING:
-    from ..sources.gnmi.columns import Column
+    from ..columns import Column
 
 LabelValues = tuple[str, ...]
 

@@ -22,12 +22,13 @@ import heapq
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import count, repeat, starmap
 from operator import attrgetter, itemgetter, mul, ne
 from typing import Any, NamedTuple, overload
 
+from .blast import Affected, WorkloadIndex
 from .coverage import CoverageNote
 from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
@@ -184,10 +185,16 @@ class StatusReason:
     target: str
     targets: int  # how many of the signal's targets are in that state
     text: str
+    labels: dict[str, str] = field(default_factory=dict, compare=False)  # the worst target's
+    affected: Affected | None = field(default=None, compare=False)
 
     def as_json(self) -> dict[str, Any]:
-        return {"status": self.status, "rule": self.rule, "component": self.component, "signal": self.signal,
-                "target": self.target, "targets": self.targets, "text": self.text}
+        out: dict[str, Any] = {"status": self.status, "rule": self.rule, "component": self.component,
+                               "signal": self.signal, "target": self.target, "targets": self.targets,
+                               "text": self.text}
+        if self.affected is not None:
+            out["affected"] = self.affected.as_json()
+        return out
 
 
 @dataclass
@@ -260,6 +267,7 @@ class Detractor:
     # worst leads), and their member names. 1 and [] for a plain target.
     members: int = 1
     member_names: list[str] = field(default_factory=list)
+    affected: Affected | None = None  # the workloads it hurts (blast.py); None until attached
 
     @property
     def signals(self) -> list[str]:
@@ -287,6 +295,7 @@ class Report:
     slo_breaches: list[SloBreach] = field(default_factory=list)
     component_status: dict[str, str] = field(default_factory=dict)
     status_reasons: list[StatusReason] = field(default_factory=list)  # worst first
+    workloads: WorkloadIndex | None = None  # this pass's attribution, once attached
     # Each NIC/InfiniBand port's link class (signals/link.py): {port, state, evidence}.
     links: list[dict[str, str]] = field(default_factory=list)
 
@@ -302,6 +311,16 @@ def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = Fal
     if score < levels["degraded"] or slo_breached:
         return DEGRADED
     return HEALTHY
+
+
+def attach_blast_radius(report: Report, index: WorkloadIndex) -> None:
+    """Each detractor and each signal's status reason names the workloads its target's fault
+    hurts (health/blast.py). A grouped detractor's members share the labels that locate it."""
+    for d in report.detractors:
+        d.affected = index.affected(d.target.measurement.labels)
+    report.workloads = index
+    report.status_reasons = [replace(r, affected=index.affected(r.labels)) if r.signal else r
+                             for r in report.status_reasons]
 
 
 def worst_status(*statuses: str) -> str:
@@ -330,7 +349,8 @@ def signal_states(components: dict[str, ComponentResult]) -> list[StatusReason]:
             worst = past_bad[0]
             out.append(StatusReason(status, rule, comp.name, signal.name, worst.measurement.target,
                                     len(past_bad), sentence(signal, worst.measurement, st.bad,
-                                                            st.window_seconds)))
+                                                            st.window_seconds),
+                                    dict(worst.measurement.labels)))
     out.sort(key=lambda r: (-SEVERITY[r.status], r.component, r.signal))
     return out
 
@@ -341,6 +361,10 @@ def apply_status(report: Report, cfg: dict[str, Any]) -> None:
     weight measured reads unknown. The same rule per component (the status page colours
     components with these), without the coverage floor."""
     report.status_reasons = signal_states(report.components)
+    if report.workloads is not None:
+        index = report.workloads
+        report.status_reasons = [replace(r, affected=index.affected(r.labels)) if r.signal else r
+                                 for r in report.status_reasons]
     band = status_of(report.score, cfg)
     report.status = worst_status(band, *(r.status for r in report.status_reasons))
     if band != HEALTHY and report.score is not None:
@@ -633,6 +657,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "good": d.result.settings.good, "bad": d.result.settings.bad,
             "critical": d.result.settings.critical, "sentence": d.sentence, "hint": d.result.signal.hint,
             "members": d.members, "member_names": d.member_names,
+            "affected": d.affected.as_json() if d.affected is not None else None,
         } for d in report.detractors],
         "serving": {ep: lat.as_json() for ep, lat in sorted(report.latency.items())},
         "coverage_notes": [note.as_json() for note in report.coverage_notes],

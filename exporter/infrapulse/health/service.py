@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
@@ -30,9 +30,10 @@ from ..http import (
     with_own_scripts,
 )
 from ..inventory import inventory
-from ..sources.base import stale_after
-from ..store import Snapshot, Store
+from ..services import Channel
+from ..store import Snapshot, Store, stale_after
 from . import page
+from .blast import WorkloadIndex
 from .coverage import coverage_notes
 from .families import (
     COMPONENT_SCORE,
@@ -46,13 +47,19 @@ from .families import (
 )
 from .latency import QuantileTracker
 from .readings import HEALTH_SOURCE, Readings
-from .scoring import STATUSES, Report, apply_status, evaluate, report_json, resolve_settings, round_score
+from .scoring import (
+    STATUSES,
+    Report,
+    apply_status,
+    attach_blast_radius,
+    evaluate,
+    report_json,
+    resolve_settings,
+    round_score,
+)
 from .signals import SIGNALS, SPARSE_COUNTERS, Context, Measurement, counters_by_window
 from .signals.link import classify as link_classes
 from .smoothing import Smoother
-
-if TYPE_CHECKING:
-    from ..daemon import Daemon
 
 log = logging.getLogger("infrapulse.health")
 
@@ -78,13 +85,21 @@ def gc_paused() -> Iterator[None]:
 
 
 class HealthService:
-    def __init__(self, store: Store, config: dict[str, Any], hostname: str, interval: float) -> None:
+    """The health scorer as a daemon service: a pass every `interval`, each report published on
+    `reports` (the inspections read it there), /api/v1/health and the status page."""
+
+    name = "health"
+
+    def __init__(self, store: Store, config: dict[str, Any], hostname: str, interval: float,
+                 reports: Channel[Report] | None = None) -> None:
         self.store = store
+        self.reports: Channel[Report] = reports if reports is not None else Channel()
         self.hostname = hostname
         self.interval = interval
         self.history: deque[tuple[float, float | None]] = deque()
         self.report: Report | None = None
         self._json: dict[str, Any] | None = None
+        self.workloads = WorkloadIndex(hostname)
         # Windowed TTFT/ITL per serving endpoint: fed from the store every pass, kept across reloads.
         self.latency = QuantileTracker(config["window"])
         self.configure(config)
@@ -104,7 +119,7 @@ class HealthService:
         span = config["history"]
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
-    def on_reload(self, full_config: dict[str, Any]) -> None:
+    def reload(self, full_config: dict[str, Any]) -> None:
         self.interval = full_config["health"]["interval"] or full_config["interval"]
         if full_config["health"] != self.config:
             self.configure(full_config["health"])
@@ -129,6 +144,7 @@ class HealthService:
             ctx.results[name] = values
             measured[name] = values
         self._latency = ctx.latency
+        self.workloads = WorkloadIndex.from_readings(self.readings, self.hostname)
         return measured
 
     def tick(self, now: float | None = None) -> Report:
@@ -140,6 +156,7 @@ class HealthService:
             report = evaluate(measured, self.config, self.settings, timestamp=now,
                               max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
             report.latency = self._latency
+            attach_blast_radius(report, self.workloads)
             bad = {name: s.bad for name, s in self.settings.items()}
             report.links = [{"port": c.port, "state": c.state, "evidence": c.evidence}
                             for c in link_classes(measured, bad).values()]
@@ -148,6 +165,7 @@ class HealthService:
             self.report = report
             self._json = None
             self._publish(report)
+            self.reports.publish(report)
         if not self.history or now - self.history[-1][0] >= HISTORY_STEP_SECONDS:
             self.history.append((now, report.score))
         return report
@@ -210,6 +228,9 @@ class HealthService:
                 next_run = now + self.interval
             await asyncio.sleep(next_run - now)
 
+    async def close(self) -> None:
+        return None
+
     # -- HTTP ----------------------------------------------------------------------------------
 
     def routes(self, app: web.Application) -> None:
@@ -241,17 +262,3 @@ class HealthService:
         app.router.add_get("/", status_page)
         for path in page.STATIC:
             app.router.add_get(path, static)
-
-
-def attach(daemon: Daemon) -> HealthService | None:
-    """Start scoring inside `daemon`: a background task, /api/v1/health and the page at `/`."""
-    cfg = daemon.config["health"]
-    if not cfg["enabled"]:
-        return None
-    service = HealthService(daemon.store, cfg, daemon.state.hostname,
-                            cfg["interval"] or daemon.config["interval"])
-    daemon.health = service
-    daemon.services.append(asyncio.create_task(service.run(), name="health"))
-    daemon.app_extensions.append(service.routes)
-    daemon.on_reload.append(service.on_reload)
-    return service

@@ -16,18 +16,29 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from ..http import LINKS_KEY, JsonField, json_error, read_json_object
 from ..webconfig import BASIC_AUTH_USER
 from . import page
-from .reports import ID_PATTERN
+from .reports import ID_PATTERN, ReportStore
 from .trigger import Refused
 
-if TYPE_CHECKING:
-    from .service import InspectionService
+
+class Inspections(Protocol):
+    """What the routes read of the inspection service (service.py implements it)."""
+
+    reports: ReportStore
+    hostname: str
+    running: bool
+    config: dict[str, Any]
+
+    @property
+    def pending(self) -> object | None: ...
+
+    async def on_demand(self, now: float | None = None) -> dict[str, Any]: ...
 
 POST_FIELDS: dict[str, JsonField] = {}  # the body is an empty object: nothing a caller can inject
 
@@ -42,7 +53,7 @@ def _json(body: object, status: int = 200, headers: dict[str, str] | None = None
     return web.json_response(body, status=status, headers=headers, dumps=lambda o: json.dumps(o, indent=2))
 
 
-def routes(service: InspectionService) -> Callable[[web.Application], None]:
+def routes(service: Inspections) -> Callable[[web.Application], None]:
     def find(request: web.Request) -> dict[str, Any]:
         ident = request.match_info.get("id", "latest")
         if ident == "latest":

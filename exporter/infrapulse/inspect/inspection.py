@@ -29,6 +29,21 @@ def findings(recorder: Recorder, win: Windows, extra_network: list[Finding] | No
     return {"queue": queue_findings, "compute": compare(recorder, win, "compute"), "network": network}
 
 
+def verdict_labels(verdict: dict[str, Any], layers: dict[str, list[Finding]]) -> dict[str, str]:
+    """The labels that locate the verdict's target (its finding's, as the health signal measured
+    it), for the blast radius; from the target's own words where the finding carries none."""
+    target = str(verdict.get("target", ""))
+    for f in layers.get(str(verdict.get("layer", "")), []):
+        if f.meta.target == target and f.meta.labels:
+            return dict(f.meta.labels)
+    kind, _, name = target.partition(" ")
+    if kind == "GPU":
+        return {"gpu": name}
+    if kind == "endpoint":
+        return {"endpoint": name}
+    return {"interface": kind} if kind else {}
+
+
 def build(host: str, trigger: dict[str, Any], win: Windows, layers: dict[str, list[Finding]],
           endpoints: list[str], notes: list[str], started: float) -> dict[str, Any]:
     verdict = decide(layers["queue"], layers["compute"], layers["network"])

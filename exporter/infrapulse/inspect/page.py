@@ -9,6 +9,7 @@ import html
 from typing import Any
 
 from .. import __version__
+from ..health.page import affected_line
 
 STYLESHEET = "/static/inspection.css"
 CSS = """body{font-family:sans-serif;margin:1.5em;max-width:70em;color:#222}
@@ -80,7 +81,8 @@ def render(report: dict[str, Any]) -> str:
     return (_head(f"inspection {report['id']} – {report['host']}")
             + f"<h1>Inspection {_esc(report['id'])} on {_esc(report['host'])}</h1>"
             f'<p class="{cls}" id="verdict">verdict: <b>{_esc(verdict["layer"])}</b>'
-            f'{" – " + _esc(verdict["target"]) if verdict["target"] else ""}<br>{_esc(verdict["text"])}</p>'
+            f'{" – " + _esc(verdict["target"]) if verdict["target"] else ""}<br>{_esc(verdict["text"])}'
+            f'{affected_line(verdict.get("affected"))}</p>'
             f"<p>{why} ({_esc(trigger['kind'])}). {windows}.</p>"
             f"<p>Serving endpoints on this node: {_esc(endpoints)}.</p>"
             + layers + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")

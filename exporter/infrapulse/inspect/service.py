@@ -2,7 +2,9 @@
 runs one inspection at a time, stores the reports and publishes the infrapulse_inspection*
 families (source "inspect").
 
-`attach(daemon)` is called by the daemon after the health service (daemon.start).
+It reads each health report from the channel the health service publishes on (the daemon
+hands the same `Channel` to both when it composes them); nothing here reaches the daemon or the
+health service itself.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from aiohttp import web
 
 from ..health.scoring import Report
-from ..sources.base import stale_after
-from ..store import Snapshot, Store
+from ..services import Channel
+from ..store import Snapshot, Store, stale_after
 from . import compute, network, queue
+from .api import routes as api_routes
 from .compare import Finding, Windows, windows
 from .families import (
     DURATION,
@@ -30,16 +35,12 @@ from .families import (
     STORED,
     SUPPRESSED,
 )
-from .inspection import build, findings
+from .inspection import build, findings, verdict_labels
 from .recorder import Recorder
 from .reports import ReportStore
 from .sample import View, lldp_facing, node_side, rdma_netdevs
 from .switchside import SwitchSide
 from .trigger import OVERALL, Crossing, Refused, Trigger
-
-if TYPE_CHECKING:
-    from ..daemon import Daemon
-    from ..health.service import HealthService
 
 log = logging.getLogger("infrapulse.inspect")
 TRIGGER_KINDS = ("score", "component", "on_demand")
@@ -53,10 +54,13 @@ class Pending:
 
 
 class InspectionService:
-    def __init__(self, store: Store, health: HealthService, config: dict[str, Any], state_dir: str,
-                 hostname: str) -> None:
+    name = "inspect"
+
+    def __init__(self, store: Store, reports: Channel[Report], config: dict[str, Any], state_dir: str,
+                 hostname: str, interval: float) -> None:
         self.store = store
-        self.health = health
+        self.health_reports = reports
+        self.interval = interval  # the health service's: one step per health pass at most
         self.hostname = hostname
         self.reports = ReportStore(state_dir, config["keep"], config["max_bytes"])
         self.reports.load()
@@ -82,7 +86,8 @@ class InspectionService:
             self.trigger.suppressed = trigger.suppressed
         self.reports.keep, self.reports.max_bytes = config["keep"], config["max_bytes"]
 
-    def on_reload(self, full_config: dict[str, Any]) -> None:
+    def reload(self, full_config: dict[str, Any]) -> None:
+        self.interval = full_config["health"]["interval"] or full_config["interval"]
         if full_config["inspect"] != self.config:
             self.configure(full_config["inspect"])
 
@@ -103,7 +108,7 @@ class InspectionService:
     async def step(self, now: float | None = None) -> dict[str, Any] | None:
         """One pass of the service: record, trigger, run a due inspection. Returns a new report."""
         now = time.time() if now is None else now
-        report = self.health.report
+        report = self.health_reports.latest
         if report is not None and report.timestamp != self._last_pass:
             self._last_pass = report.timestamp
             crossings = self.observe(report)
@@ -148,8 +153,13 @@ class InspectionService:
             extra, more = await SwitchSide(self.config["switch_prometheus"], self.hostname).findings(win)
             notes += more
         layers = findings(self.recorder, win, extra)
-        endpoints = queue.endpoints(self.view(self.health.report)) if self.health.report else []
+        latest = self.health_reports.latest
+        endpoints = queue.endpoints(self.view(latest)) if latest is not None else []
         report = build(self.hostname, trigger, win, layers, endpoints, notes, started)
+        workloads = latest.workloads if latest is not None else None
+        if workloads is not None:  # the blast radius of the verdict's target (health/blast.py)
+            report["verdict"]["affected"] = workloads.affected(
+                verdict_labels(report["verdict"], layers)).as_json()
         self.reports.save(report)
         key = (trigger["kind"], report["verdict"]["layer"])
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -197,28 +207,24 @@ class InspectionService:
         snap.add(SERIES_DROPPED, (), float(self.dropped))
         snap.add(STORE_ERRORS, (), float(self.reports.errors))
         snap.add(STORED, (), float(len(self.reports.reports)))
-        self.store.publish(SOURCE, self.hostname, snap, stale_after=stale_after(self.health.interval))
+        self.store.publish(SOURCE, self.hostname, snap, stale_after=stale_after(self.interval))
 
     # -- task ----------------------------------------------------------------------------------
 
     async def run(self) -> None:
+        """One step per health report (or per interval without one: a pending inspection
+        still comes due)."""
+        seen = self.health_reports.version
         while True:
+            await self.health_reports.wait_newer(seen, self.interval)
+            seen = self.health_reports.version
             try:
                 await self.step()
             except Exception:  # a bug in one pass must not stop inspections for good
                 log.exception("inspection pass failed")
-            await asyncio.sleep(self.health.interval)
 
+    def routes(self, app: web.Application) -> None:
+        api_routes(self)(app)
 
-def attach(daemon: Daemon) -> InspectionService | None:
-    cfg = daemon.config["inspect"]
-    if not cfg["enabled"] or daemon.health is None:
+    async def close(self) -> None:
         return None
-    from .api import routes
-
-    service = InspectionService(daemon.store, daemon.health, cfg, daemon.config["state_dir"],
-                                daemon.state.hostname)
-    daemon.services.append(asyncio.create_task(service.run(), name="inspect"))
-    daemon.app_extensions.append(routes(service))
-    daemon.on_reload.append(service.on_reload)
-    return service

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 from pathlib import Path
@@ -94,10 +95,9 @@ def cmd_mesh(args) -> int:
     return 0
 
 
-def add_parser(sub) -> None:
-    parser = sub.add_parser("simulate",
-                            help="run one simulator on its own (sysfs tree, gNMI switches, engines)",
-                            description=__doc__.split("\n\n")[0])
+def main(argv: list[str]) -> int:
+    """`infrapulse simulate ARGS`: the exporter's CLI hands the rest of the line here."""
+    parser = argparse.ArgumentParser(prog="infrapulse simulate", description=__doc__.split("\n\n")[0])
     cmds = parser.add_subparsers(dest="simulator", metavar="SIMULATOR", required=True)
 
     p = cmds.add_parser("scenarios", help="list the scenarios `infrapulse demo --scenario` accepts")
@@ -134,3 +134,6 @@ def add_parser(sub) -> None:
     p.add_argument("--drop-every", type=int, default=0, help="leave every N-th answerable request unanswered")
     p.add_argument("--seconds", type=float, default=600.0, help="stop after this long (default 600)")
     p.set_defaults(func=cmd_mesh)
+    args = parser.parse_args(argv)
+    code: int = args.func(args)
+    return code

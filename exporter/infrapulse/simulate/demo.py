@@ -1,8 +1,8 @@
 """`infrapulse demo`: start every simulator, then the daemon scraping them.
 
-Each simulator module in this package that defines `async def demo_part(ctx: DemoContext)`
-contributes a `DemoPart`: the `sources:` config that points the daemon at it, and a `close()`.
-Adding a simulator therefore needs no edit here.
+Each simulator a source's spec names (`SourceSpec.simulator`, the source registry) defines
+`async def demo_part(ctx: DemoContext)` and contributes a `DemoPart`: the `sources:` config that
+points the daemon at it, and a `close()`. Adding a simulator therefore needs no edit here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import pkgutil
 import random
 import shutil
 import tempfile
@@ -24,6 +23,8 @@ from aiohttp import web
 from .. import config as config_mod
 from ..http import SCENARIOS_KEY, JsonField, json_error, read_json_object
 from ..schema import parse_duration
+from ..services import RoutesOnly
+from ..sources import SPECS
 from .scenarios import ScenarioBoard
 
 log = logging.getLogger("infrapulse.demo")
@@ -51,15 +52,10 @@ class DemoPart:
 
 
 def demo_modules() -> list:
-    package = importlib.import_module(__package__)
-    found = []
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if info.name in ("demo", "cli") or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        if hasattr(module, "demo_part"):
-            found.append(module)
-    return found
+    """The simulators the source registry names (each source spec's `simulator`), once each,
+    in name order: a source without a simulator is not in the demo (tests/test_demo_sources.py)."""
+    names = sorted({spec.simulator for spec in SPECS if spec.simulator})
+    return [importlib.import_module(f"{__package__}.{name}") for name in names]
 
 
 def known_scenarios() -> dict[str, str]:
@@ -144,7 +140,7 @@ def run_demo(args) -> int:
                               getattr(args, "health", None), getattr(args, "inspect", None))
             daemon = Daemon(cfg, hostname=ctx.hostname, web_security=web_security,
                             source_options={OPEN_FAKE_KEY: open_fake})
-            daemon.app_extensions.append(scenario_routes(ctx.scenarios))
+            daemon.add_service(scenario_service(ctx.scenarios))
             if args.duration:
                 asyncio.get_running_loop().call_later(args.duration, daemon.request_stop)
             log.info("demo running", extra={"listen": daemon.listen, "workdir": str(workdir),
@@ -163,6 +159,11 @@ def run_demo(args) -> int:
 SCENARIO_FIELDS = {"name": JsonField((str,), required=True), "active": JsonField((bool,)),
                    "duration": JsonField((int, float, type(None)))}
 MAX_SCENARIO_SECONDS = 7 * 86400
+
+
+def scenario_service(board: ScenarioBoard) -> RoutesOnly:
+    """The scenario toggles as a daemon service (routes only)."""
+    return RoutesOnly("scenarios", scenario_routes(board))
 
 
 def scenario_routes(board: ScenarioBoard) -> Callable[[web.Application], None]:

@@ -22,10 +22,16 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .gnmi_target import SimPort, SimSwitch
+from .gnmi_port import SimPort
+
+
+class SimSwitch(Protocol):
+    """What the SONiC dialect reads of a simulated switch (gnmi_target.SimSwitch)."""
+
+    ports: list[SimPort]
+    platform: str
 
 PLATFORMS = ("mellanox", "broadcom", "marvell")
 PFC_WD_QUEUES = (3, 4)  # the lossless queues the PFC watchdog polls (pfc_enable 3,4)

@@ -192,13 +192,14 @@ class NodeSimulator:
             self._hw(port, "np_cnp_sent", 0 if np_off else self._count(marked_n * 0.9))
             self._hw(port, "rp_cnp_handled", self._count(marked_n * 0.85))
         if victim and self.scenarios.active("rdma-retrans"):
+            # Past the bad line (100/s) at full rate, so the signal costs its whole weight (not 1.9 of 3).
             rate = min(1.0, 0.3 + self.scenarios.elapsed("rdma-retrans") / 20)
-            self._hw(port, "packet_seq_err", self._count(400 * dt * rate))
-            self._hw(port, "local_ack_timeout_err", self._count(40 * dt * rate))
-            self._hw(port, "out_of_sequence", self._count(900 * dt * rate))
-            self._hw(port, "duplicate_request", self._count(120 * dt * rate))
-            self._hw(port, "roce_adp_retrans", self._count(300 * dt * rate))
-            self._hw(port, "implied_nak_seq_err", self._count(20 * dt * rate))
+            self._hw(port, "packet_seq_err", self._count(800 * dt * rate))
+            self._hw(port, "local_ack_timeout_err", self._count(80 * dt * rate))
+            self._hw(port, "out_of_sequence", self._count(1800 * dt * rate))
+            self._hw(port, "duplicate_request", self._count(240 * dt * rate))
+            self._hw(port, "roce_adp_retrans", self._count(600 * dt * rate))
+            self._hw(port, "implied_nak_seq_err", self._count(40 * dt * rate))
 
     def _step_nic(self, nic: NicStats, dt: float, went_down: bool) -> None:
         """One step of driver statistics, counted under each driver's own names (nic.count)."""

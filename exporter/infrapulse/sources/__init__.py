@@ -1,9 +1,11 @@
 """Telemetry sources: one subpackage per subsystem, one `Source` class per source.
 
-Owns: `SOURCES`, the registry the config schema, the daemon, the CLI and the docs read. Adding a
-source means adding its class here (and its subsystem folder); nothing is discovered by scanning.
+Owns: `SPECS`, the one registry of sources (`spec.SourceSpec`: a source's class and what hangs on
+it), which the config schema, the daemon, the catalogue, the docs, `doctor`, the demo and the
+health score all walk. Adding a source is one folder with its `spec.py` and one line here;
+nothing is discovered by scanning.
 
-Imports: each subpackage may import `base`, `budget` (the series budget), the top-level plumbing
+Imports: each subpackage may import `base`, `spec`, `budget` (the series budget), the top-level plumbing
 (`schema`, `store`, `catalog`, `scrape`, `textparse`, `rates`, `backoff`) and its own modules.
 Never `simulate`, `health`, `daemon` or `cli`.
 
@@ -18,29 +20,27 @@ Never `simulate`, `health`, `daemon` or `cli`.
 from __future__ import annotations
 
 from .base import Source
-from .gnmi.source import GnmiSource
-from .gpu.dcgm import DcgmSource
-from .gpu.nvml import NvmlSource
-from .nic.ethtool import EthtoolSource
-from .nic.infiniband import InfinibandSource
-from .nic.roce_config import RoceConfigSource
-from .probe.mesh import MeshSource
-from .probe.source import ProbeSource
-from .serving.source import ServingSource
+from .gnmi import spec as gnmi_spec
+from .gpu import spec as gpu_spec
+from .nic import spec as nic_spec
+from .probe import spec as probe_spec
+from .serving import spec as serving_spec
+from .spec import SourceSpec
 
-SOURCES: tuple[type[Source], ...] = (
-    InfinibandSource,
-    EthtoolSource,
-    NvmlSource,
-    DcgmSource,
-    GnmiSource,
-    ServingSource,
-    ProbeSource,
-    MeshSource,
-    RoceConfigSource,
+SPECS: tuple[SourceSpec, ...] = (
+    *nic_spec.SPECS,
+    *gpu_spec.SPECS,
+    *gnmi_spec.SPECS,
+    *serving_spec.SPECS,
+    *probe_spec.SPECS,
 )
+
+
+def specs() -> dict[str, SourceSpec]:
+    """Source name -> spec, in the documented order (sorted by name)."""
+    return {spec.name: spec for spec in sorted(SPECS, key=lambda spec: spec.name)}
 
 
 def registry() -> dict[str, type[Source]]:
     """Source name -> class, in the documented order (sorted by name)."""
-    return {cls.name: cls for cls in sorted(SOURCES, key=lambda cls: cls.name)}
+    return {name: spec.source for name, spec in specs().items()}

@@ -21,13 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..schema import Section
-from ..store import Snapshot, Store
-
-
-def stale_after(interval: float) -> float:
-    """How long a published snapshot stays on /metrics without a refresh: three missed
-    intervals, at least 30 s (so a short interval does not make series blink)."""
-    return max(3 * interval, 30.0)
+from ..store import Snapshot, Store, stale_after
 
 
 @dataclass

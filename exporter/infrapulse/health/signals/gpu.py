@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ...sources.gpu.xid import APPLICATION_XIDS, CRITICAL_XIDS
 from ...store import Histogram
+from ...xid import APPLICATION_XIDS, CRITICAL_XIDS
 from .base import (
     COUNT,
     FLAG,
@@ -150,7 +150,7 @@ SIGNALS: list[Signal] = [
         component="gpu",
         title="Critical XID errors",
         formula=("increase(gpu_xid_errors{xid in the critical class}) per GPU over the event window "
-                 "(classes: sources/gpu/xid.py, listed below the table)"),
+                 "(classes: xid.py, listed below the table)"),
         unit=COUNT,
         window="event_window",
         good=0.0,

@@ -12,12 +12,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from ...sources.probe import families as fam
-from ...sources.probe import mesh_families as mesh
+from ...changes import describe_change
 from .base import FLAG, RATIO, SECONDS, Context, Measurement, Signal, gauges_by
 
 KEY = ("scope", "test", "metric", "size")
-MESH_SENT, MESH_LOST, MESH_RTT_P99 = mesh.SENT.name, mesh.LOST.name, mesh.RTT_P99.name
+# The families read, by name (declared by the probe and mesh sources; health reads the store).
+BASELINE_RATIO = "infrapulse_probe_baseline_ratio"
+CHANGE_RATIO = "infrapulse_probe_change_ratio"
+LAST_RESULT = "infrapulse_probe_last_result"
+NCCL_WRONG = "infrapulse_probe_nccl_wrong_elements"
+MESH_SENT, MESH_LOST = "infrapulse_probe_mesh_sent_total", "infrapulse_probe_mesh_lost_total"
+MESH_RTT_P99 = "infrapulse_probe_mesh_rtt_p99_seconds"
 METRIC_WORDS = {"latency": "latency", "latency_p99": "p99 latency", "latency_p99_9": "p99.9 latency",
                 "busbw": "bus bandwidth", "bandwidth": "bandwidth"}
 LATENCY = ("latency", "latency_p99", "latency_p99_9")
@@ -49,11 +54,11 @@ def target_name(labels: dict[str, str]) -> str:
 def _changes(ctx: Context) -> dict[tuple[str, ...], str]:
     """Per tracked metric: "since fw 28.39.1002 → 28.41.1000" for its last version change."""
     by_key: dict[tuple[str, ...], dict[str, tuple[str, str]]] = {}
-    for s in ctx.readings.series(fam.CHANGE_RATIO.name):
+    for s in ctx.readings.series(CHANGE_RATIO):
         key = tuple(s.labels.get(k, "") for k in KEY)
         by_key.setdefault(key, {})[s.labels.get("component", "")] = (s.labels.get("before", ""),
                                                                      s.labels.get("after", ""))
-    return {k: "since " + fam.describe_change(v) for k, v in by_key.items()}
+    return {k: "since " + describe_change(v) for k, v in by_key.items()}
 
 
 def _regression(metrics: tuple[str, ...],
@@ -63,7 +68,7 @@ def _regression(metrics: tuple[str, ...],
     def measure(ctx: Context) -> list[Measurement] | None:
         notes = _changes(ctx)
         out = []
-        for s in ctx.readings.series(fam.BASELINE_RATIO.name):
+        for s in ctx.readings.series(BASELINE_RATIO):
             if s.labels.get("metric") not in metrics or not isinstance(s.value, float | int):
                 continue
             ratio = float(s.value)
@@ -78,7 +83,7 @@ def _regression(metrics: tuple[str, ...],
 
 def measure_failed(ctx: Context) -> list[Measurement]:
     out = []
-    for s in ctx.readings.series(fam.LAST_RESULT.name):
+    for s in ctx.readings.series(LAST_RESULT):
         result = s.labels.get("result", "")
         if result in FAILED_RESULTS and s.value == 1.0:
             out.append(Measurement(f"probe {s.labels.get('probe', '')}", 1.0, result, labels=dict(s.labels)))
@@ -88,7 +93,7 @@ def measure_failed(ctx: Context) -> list[Measurement]:
 
 
 def measure_wrong(ctx: Context) -> list[Measurement]:
-    wrong = gauges_by(ctx, fam.NCCL_WRONG.name, ("scope", "collective"), combine=lambda a, b: a + b)
+    wrong = gauges_by(ctx, NCCL_WRONG, ("scope", "collective"), combine=lambda a, b: a + b)
     return [Measurement(f"{k[1]} {k[0]}", 1.0 if v > 0 else 0.0, f"{v:,.0f} wrong elements" if v > 0 else "",
                         labels={"scope": k[0], "collective": k[1]}) for k, v in wrong.items()]
 
@@ -130,7 +135,7 @@ SIGNALS: list[Signal] = [
         hint=("small-message latency rose against this node's own history: check what changed (firmware, "
               "driver, NCCL, congestion-control settings) and the Baselines dashboard's before/after table"),
         measure=_regression(LATENCY, higher_is_better=False),
-        families=(fam.BASELINE_RATIO.name, fam.CHANGE_RATIO.name),
+        families=(BASELINE_RATIO, CHANGE_RATIO),
         sources=("probe",),
         group_by=("size",),
         group_noun="message sizes",
@@ -150,7 +155,7 @@ SIGNALS: list[Signal] = [
         hint=("bus or RDMA bandwidth fell against this node's own history: check link rates, PCIe and "
               "NVLink state, and what changed"),
         measure=_regression(BANDWIDTH, higher_is_better=True),
-        families=(fam.BASELINE_RATIO.name, fam.CHANGE_RATIO.name),
+        families=(BASELINE_RATIO, CHANGE_RATIO),
         sources=("probe",),
         group_by=("size",),
         group_noun="message sizes",
@@ -169,7 +174,7 @@ SIGNALS: list[Signal] = [
         phrase="last probe run failed",
         hint="read the probe's output in <state_dir>/probe/<probe>.last-output.txt and its source status",
         measure=measure_failed,
-        families=(fam.LAST_RESULT.name,),
+        families=(LAST_RESULT,),
         sources=("probe",),
     ),
     Signal(
@@ -186,7 +191,7 @@ SIGNALS: list[Signal] = [
         hint=("silent data corruption: drain the node, then check GPU ECC/XIDs, NVLink and the NICs before "
               "it serves again"),
         measure=measure_wrong,
-        families=(fam.NCCL_WRONG.name,),
+        families=(NCCL_WRONG,),
         sources=("probe",),
         critical=True,
     ),

@@ -3,7 +3,7 @@
 Each switch has one `SwitchState`, which owns a `Snapshot` published into the store once and
 then updated in place: everything runs on the event-loop thread, so /metrics always reads a
 consistent view, and an update costs a few C-level operations rather than a new snapshot.
-Numeric families are `gnmi_columns.Column`s over the switch's `Slots` (one array of doubles);
+Numeric families are `columns.Column`s over the switch's `Slots` (one array of doubles);
 `_info` families are plain dicts.
 
 The hot path takes each SubscribeResponse as raw bytes. A notification whose updates all carry
@@ -51,9 +51,9 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 
+from ...columns import Column, Slots
 from ...store import LabelValues, Snapshot, Store
 from . import wire
-from .columns import Column, Slots
 from .coverage import SwitchCoverage
 from .families import (
     FAMILY_SOURCE,
@@ -407,7 +407,7 @@ class SwitchState:
         # of floats, numeric ones in Columns, which the store's readers take as the Mappings they
         # are (see Snapshot). Typed Any at this one boundary; what comes out is typed again.
         self._families: dict[str, Any] = self.snapshot.series
-        self.slots = Slots()  # every numeric series' value (see gnmi_columns)
+        self.slots = Slots()  # every numeric series' value (see columns.py)
         for family in STATUS_FAMILIES:
             self._families[family.name] = {}
         self._key = (name,)
@@ -442,7 +442,7 @@ class SwitchState:
         # JSON values that arrived before the port table, latest per path (see _apply_doc)
         self._held: dict[ElemPath, Any] = {}
         self._held_back = False
-        self._ranks = Preferences()  # ranked rules: one leaf per series (see prefer.py)
+        self._ranks: Preferences[Binding] = Preferences()  # ranked rules: one leaf per series (see prefer.py)
         self.tick = 1  # sweep generation; bindings remember the tick they were last written in
         self._session_tick = 1
         self.last_rx = 0.0  # wall time of the last notification

@@ -22,15 +22,27 @@ reached through two notification prefixes, or a leaf sent both module-qualified 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .ingest import Binding
+from .profile import Rule
 
 SeriesKey = tuple[str, tuple[str, ...]]  # (family name, label values)
 
 
-class _Feeders:
+class Ranked(Protocol):
+    """What a preference reads of a binding (ingest.Binding): its rule and its label values."""
+
+    @property
+    def rule(self) -> Rule: ...
+
+    @property
+    def labels(self) -> tuple[str, ...]: ...
+
+
+Binding = TypeVar("Binding", bound=Ranked)
+
+
+class _Feeders(Generic[Binding]):
     __slots__ = ("rank", "bindings")
 
     def __init__(self, rank: int, binding: Binding) -> None:
@@ -38,13 +50,13 @@ class _Feeders:
         self.bindings: list[Binding] = [binding]
 
 
-class Preferences:
+class Preferences(Generic[Binding]):
     """Which ranked bindings feed each series of one switch."""
 
     __slots__ = ("_feeders", "_waiting", "displaced", "refused")
 
     def __init__(self) -> None:
-        self._feeders: dict[SeriesKey, _Feeders] = {}
+        self._feeders: dict[SeriesKey, _Feeders[Binding]] = {}
         # Notification prefixes whose bulk plans skipped a worse-ranked leaf of the series.
         self._waiting: dict[SeriesKey, set[Any]] = {}
         self.displaced: list[Binding] = []  # to remove after the current notification

@@ -17,8 +17,9 @@ let a sample of counters go into the store in a few C calls (see `ingest`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -26,15 +27,28 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
 from ...backoff import Backoff
-from ..base import stale_after
+from ...store import Store, stale_after
 from . import wire
 from .channel import ChannelSetupError, Credentials, open_channel, read_credentials
 from .ingest import SwitchState
 from .paths import to_proto
 from .profile import Profile, StreamSpec
 
-if TYPE_CHECKING:
-    from .source import GnmiSource
+
+class SessionOwner(Protocol):
+    """What a session reads of the source that owns it (source.GnmiSource)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def log(self) -> logging.Logger: ...
 
 SUBSCRIBE_METHOD = "/gnmi.gNMI/Subscribe"
 ENCODING_ENUM = {"proto": pb.PROTO, "json": pb.JSON, "json_ietf": pb.JSON_IETF}
@@ -138,7 +152,7 @@ def subscribe_request(stream: StreamSpec, encoding: str, sample_interval: float)
 class SwitchSession:
     """Keeps one switch's streams up and its state fresh; owned by `GnmiSource`."""
 
-    def __init__(self, source: GnmiSource, conn: dict[str, Any], profile: Profile) -> None:
+    def __init__(self, source: SessionOwner, conn: dict[str, Any], profile: Profile) -> None:
         self.source = source
         self.conn = conn
         self.name: str = conn["name"]

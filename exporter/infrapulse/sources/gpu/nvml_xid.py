@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Any
 
+from ... import xid as xid_table
 from . import nvml_api as api_mod
-from . import xid as xid_table
 from .nvml_api import NvmlApi
 
 # {uuid: (count per xid, last xid or 0, registered now)}

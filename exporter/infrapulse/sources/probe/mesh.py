@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...store import Snapshot
-from ..base import Source, SourceContext, stale_after
+from ...store import Snapshot, stale_after
+from ..base import Source, SourceContext
 from . import mesh_families as fam
 from . import mesh_peers as mp
 from . import mesh_wire as wire

@@ -29,8 +29,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ...store import Snapshot
-from ..base import Source, SourceContext, stale_after
+from ...changes import describe_change
+from ...store import Snapshot, stale_after
+from ..base import Source, SourceContext
 from . import families as fam
 from . import idle, inbox, peer_server, runner, versions
 from .baseline import Observation, Settings, judge, nccl_observations, perftest_observations
@@ -201,7 +202,7 @@ class ProbeSource(Source):
         changes = versions.changed(before, current)
         if not changes:
             return
-        self.log.info("versions changed; probing soon", extra={"changes": fam.describe_change(changes)})
+        self.log.info("versions changed; probing soon", extra={"changes": describe_change(changes)})
         self.note_changes(changes, now)
         pending = self.state["pending_change"] or {"changes": {}, "due": 0.0}
         for component, (old, new) in changes.items():

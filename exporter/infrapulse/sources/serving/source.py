@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 from ... import catalog
 from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
-from ...store import Histogram, Snapshot
+from ...store import Histogram, Snapshot, stale_after
 from ...textparse import MetricFamily
-from ..base import Source, SourceContext, stale_after
+from ..base import Source, SourceContext
 from ..budget import SeriesBudget
 from . import normalize as norm
 from .coverage import mapping_coverage

@@ -1,8 +1,9 @@
 """The one XID vocabulary: every XID infrapulse names, what it means, and its class.
 
-The class decides how an XID counts: the health score's `xid_critical` / `xid_other` signals,
-the `InfrapulseGpuCriticalXid` alert (its regex is generated from this table by
-alerts/generate_xid_rules.py) and docs/gpu.md all read it from here.
+Shared by every reader of XIDs (the NVML watcher, the kernel log, the health score), so it lives
+beside the store rather than in one source. The class decides how an XID counts: the health
+score's `xid_critical` / `xid_other` signals, the `InfrapulseGpuCriticalXid` alert (its regex is
+generated from this table by alerts/generate_xid_rules.py) and docs/gpu.md all read it here.
 
 Classes follow the "Resolution Bucket (Immediate Action)" column of NVIDIA's XID catalogue
 for Ampere and newer GPUs (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html; read

@@ -1,4 +1,5 @@
-"""Columnar storage for one switch's streamed series.
+"""Columnar storage for one switch's streamed series: a store-level series type (the gNMI
+source writes it, the health readings and /metrics read it like any series dict).
 
 A switch's numeric series live in one `array('d')` (its `Slots`), one slot per series. Each
 family's `Column` maps label tuples to slots and reads as a `Mapping` of label tuple -> value,
@@ -7,7 +8,7 @@ other series dict.
 
 Why: the series of one SAMPLE notification get neighbouring slots when its shape is first
 planned, so taking in a sample of counters is one C-level slice assignment per run of slots
-(see `gnmi_ingest`): 8 bytes written per leaf, no label tuple hashed, no float object kept per
+(see `sources/gnmi/ingest.py`): 8 bytes written per leaf, no label tuple hashed, no float object kept per
 series. With 64 switches streaming at once, the dict-per-family layout this replaces spent
 most of each update on cache misses (tuple hash, dict probe, the old float's refcount).
 
