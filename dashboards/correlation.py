@@ -169,6 +169,20 @@ def build() -> Dashboard:
                    "percentunit", min=0, right_axis={"B": "pps"}),
         link_quality(),
         nic_temperatures(),
+        row("Workloads on $node (blast radius)"),
+        table("Workloads and the NIC each uses on $node",
+              "The join series of the workload source (docs/attribution.md): each pod, Slurm job and "
+              "serving endpoint on the node with the RDMA NIC nearest its GPUs. A fault on a NIC, or on "
+              "the switch port facing it, hurts these workloads. Filtered by $workload.",
+              [target(on_node(sel("infrapulse_workload_nic_info", JOB, workload="$workload")),
+                      instant=True, table=True)], hide=("Time", "__name__", "Value", "job")),
+        timeseries("RDMA retransmissions by workload on $node",
+                   "Retransmission events per second on the NICs each workload uses (recording rule "
+                   "instance_kind_workload:infrapulse_rdma_retransmission_events:rate5m, the NIC series "
+                   "joined to infrapulse_workload_nic_info).",
+                   [target(on_node(sel("instance_kind_workload:infrapulse_rdma_retransmission_events:rate5m",
+                                       JOB, workload="$workload")), "{{kind}} {{workload}}")],
+                   "cps", min=0),
         timeseries("Health components of $node",
                    "Network, RDMA, GPU and serving component scores of the node's instances (0-100).",
                    [target(by("component", on_node(sel("infrapulse_health_component_score", JOB)), "min"),
@@ -185,6 +199,7 @@ def build() -> Dashboard:
             query_variable("node", 'label_values(infrapulse_node_info{job=~"$job", role=~"node|both"}, '
                                    'hostname)', multi=False),
             query_variable("endpoint", 'label_values(infrapulse_llm_endpoint_up{job=~"$job"}, endpoint)'),
+            query_variable("workload", 'label_values(infrapulse_workload_nic_info{job=~"$job"}, workload)'),
         ],
         panels=panels,
         annotations=[

@@ -259,4 +259,4 @@ def test_the_demo_simulators_place_their_faults():
     assert board.sites("link-flap") == {(DEMO_NODES[2], "ens1f0np0")}
     # the vLLM ranks sit on the GPUs the dcgm-exporter attributes to their pods
     assert demo_engine_gpus("vllm-llama-70b", 2) == (3, 4)
-    assert demo_engine_gpus("sglang-qwen", 1) == ()
+    assert demo_engine_gpus("sglang-qwen", 1) == (1,)  # its pod holds GPU 1 (simulate/workloads.py)

@@ -55,6 +55,33 @@ its NICs, even when node and fabric run as separate instances:
 Join the result to node series `on (hostname)` through `infrapulse_node_info` (e.g. to put a
 node's serving TTFT p95 beside the congestion in front of it, as the Correlation dashboard does).
 
+## Joining a series to the workloads it hurts
+
+The `workload` source exports join series, never a workload label on every series
+(docs/attribution.md): `infrapulse_workload_gpu_info{gpu, uuid, kind, workload, ...}` per GPU
+and workload, `infrapulse_workload_nic_info{device, interface, kind, workload, ...}` per RDMA NIC
+and workload (the workloads of the GPUs nearest that NIC, and pods holding it), and
+`infrapulse_topology_gpu_nic_info{gpu, device, interface, numa_node, link, nearest}`. One NIC or
+GPU series has many workloads, so the join is `group_right`:
+
+```promql
+# RDMA retransmissions per second by the workloads using each NIC
+  sum by (job, instance, device) (rate(infrapulse_rdma_retransmission_events_total[5m]))
+* on (job, instance, device) group_right ()
+  infrapulse_workload_nic_info
+
+# GPU utilisation of one Slurm job's GPUs
+  infrapulse_gpu_utilization_ratio
+* on (job, instance, gpu) group_left (slurm_job_id)
+  infrapulse_workload_gpu_info{kind="slurm_job", workload="4242"}
+```
+
+From a switch port to the workloads, the chain is LLDP (`neighbor_system`, `neighbor_port`) to the
+node and its netdev, then that netdev's `infrapulse_workload_nic_info{interface}` on the node's
+instance; the health API follows it for you (`affected` on each detractor, docs/attribution.md).
+The recording rules `instance_kind_workload:infrapulse_rdma_retransmission_events:rate5m` and
+`instance_kind_workload:infrapulse_nic_pfc_pause_duration_seconds:rate5m` keep the first kind.
+
 """
 
 CONFIG_HEADER = """# Configuration reference

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # demo imports every simulator module, so only for the annota
 
 # Kubernetes attribution the demo's dcgm-exporter puts on GPUs (as its pod-resources mapping would).
 DEMO_PODS: dict[int | tuple[int, int], tuple[str, str, str]] = {
+    1: ("sglang", "llm", "sglang-qwen-0"),
     3: ("vllm", "llm", "vllm-llama-70b-0"),
     4: ("vllm", "llm", "vllm-llama-70b-1"),
 }

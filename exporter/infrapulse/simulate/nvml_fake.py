@@ -309,6 +309,10 @@ class FakeNvml:
         with self._cond:
             return self._device(h, "pci_bus_id", mig_ok=True).pci_bus_id
 
+    def compute_processes(self, h: FakeHandle) -> list[int]:
+        with self._cond:
+            return [int(pid) for pid in self._device(h, "processes").spec.get("processes", [])]
+
     def mig_mode(self, h: FakeHandle) -> int:
         with self._cond:
             gpu = self._device(h, "mig_mode", "mig")

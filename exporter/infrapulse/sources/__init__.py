@@ -15,6 +15,8 @@ Never `simulate`, `health`, `daemon` or `cli`.
   serving/  LLM serving engines (vLLM, SGLang, TensorRT-LLM, TGI) in one schema
   probe/    active probes: nccl-tests, perftest and dropped job results with baselines; the
             always-on UDP latency mesh between the nodes' RDMA addresses
+  workload/ who uses the GPUs and NICs: kubelet pod-resources, Slurm cgroups, serving
+            endpoints, PCIe topology (join series for the blast radius)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .nic import spec as nic_spec
 from .probe import spec as probe_spec
 from .serving import spec as serving_spec
 from .spec import SourceSpec
+from .workload import spec as workload_spec
 
 SPECS: tuple[SourceSpec, ...] = (
     *nic_spec.SPECS,
@@ -33,6 +36,7 @@ SPECS: tuple[SourceSpec, ...] = (
     *gnmi_spec.SPECS,
     *serving_spec.SPECS,
     *probe_spec.SPECS,
+    *workload_spec.SPECS,
 )
 
 

@@ -156,6 +156,7 @@ class NvmlApi(Protocol):
     def name(self, h: Any) -> str: ...                             # nvmlDeviceGetName
     def uuid(self, h: Any) -> str: ...                             # nvmlDeviceGetUUID
     def pci_bus_id(self, h: Any) -> str: ...                       # nvmlDeviceGetPciInfo().busId
+    def compute_processes(self, h: Any) -> list[int]: ...          # nvmlDeviceGetComputeRunningProcesses
     def mig_mode(self, h: Any) -> int: ...                         # nvmlDeviceGetMigMode (current)
     def max_mig_device_count(self, h: Any) -> int: ...             # nvmlDeviceGetMaxMigDeviceCount
     def mig_device_handle(self, h: Any, index: int) -> Any: ...    # nvmlDeviceGetMigDeviceHandleByIndex
@@ -227,6 +228,9 @@ class RealNvml:
 
     def pci_bus_id(self, h: Any) -> str:
         return _text(self._nvml.nvmlDeviceGetPciInfo(h).busId)
+
+    def compute_processes(self, h: Any) -> list[int]:
+        return [int(p.pid) for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h)]
 
     def mig_mode(self, h: Any) -> int:
         return int(self._nvml.nvmlDeviceGetMigMode(h)[0])

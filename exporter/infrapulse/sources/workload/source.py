@@ -1,0 +1,274 @@
+"""Source `workload`: each pass reads the GPUs and their compute processes (NVML), the kubelet's
+device grants (pod-resources `List`), the cgroup of each GPU process (Slurm job and step), the
+processes behind each configured serving endpoint, and the PCIe topology (sysfs); attribution.py
+joins them into `infrapulse_workload_gpu_info`, `..._nic_info` and `infrapulse_topology_gpu_nic_info`.
+
+One target (`workload`). A source of truth that is configured but unreachable (the kubelet
+socket, NVML) is a partial error with its reason, and its coverage mapping reads 0: the blast
+radius then says what it could not follow instead of an empty list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ...schema import AutoBool, Bool, Duration, Int, ListOf, Section, Str
+from ...store import Snapshot
+from ..base import PollingSource, SourceContext, TargetResult
+from ..gpu.nvml_api import InitError, NvmlApi, RealNvml
+from . import families as F
+from .attribution import Attribution, EndpointRule, Gpu, Nic, attribute
+from .cgroups import read_process
+from .podresources import DEFAULT_SOCKET, DeviceGrant, list_grants
+from .procs import descends_from, listening_pid
+from .topology import gpu_place, rdma_places
+
+TARGET = "workload"
+OPEN_FAKE_KEY = "nvml.open_fake"  # the same injected opener as sources.nvml.fake (sources/gpu/nvml.py)
+COVERAGE = ("pod_resources", "gpu_processes", "endpoints", "topology")
+
+ENDPOINT = Section(
+    doc="How one serving endpoint's GPUs are found (any of port, pods, gpus; they add up).",
+    fields={
+        "name": Str("The endpoint's name, as in sources.serving.endpoints[].name.", required=True),
+        "port": Int("The engine's listening TCP port: the process holding it and its descendants "
+                    "are looked up on the GPUs (0 = not used).", default=0, min=0, max=65535),
+        "pods": ListOf("The pods that run it: the GPUs the kubelet granted them.", item=Str(), default=[]),
+        "namespace": Str("The pods' namespace.", default="default"),
+        "gpus": ListOf("GPU indexes it uses, as written (an explicit attribution).", item=Int(min=0),
+                       default=[]),
+    },
+)
+
+
+class WorkloadSource(PollingSource):
+    name = F.SRC
+    role = "node"
+    CONFIG = Section(
+        doc="Workload attribution: the pods, Slurm jobs and serving endpoints using this node's GPUs "
+            "and NICs, as join series (docs/attribution.md).",
+        fields={
+            "enabled": AutoBool("auto: on when the kubelet pod-resources socket exists, NVML is present "
+                                "(/dev/nvidiactl) or `nvml_fake` or `endpoints` are set."),
+            "interval": Duration("How often attribution is refreshed (pods and jobs start and stop in "
+                                 "minutes, not seconds).", default="15s", min=0.05),
+            "pod_resources_socket": Str("The kubelet pod-resources API socket (\"\" = not read).",
+                                        default=DEFAULT_SOCKET),
+            "pod_resources_timeout": Duration("Timeout of one List call.", default="2s", min=0.01),
+            "proc_root": Str("Where procfs is mounted (the host's, for a containerised daemon: "
+                             "/host/proc with hostPID).", default="/proc"),
+            "sysfs_root": Str("Where sysfs is mounted (PCIe topology, RDMA devices).", default="/sys"),
+            "nvml": Bool("Read the GPUs and their compute processes from NVML.", default=True),
+            "nvml_fake": Str("Simulation and testing only: a GPU data file for the NVML fake (as "
+                             "sources.nvml.fake).", default=""),
+            "user_names": Bool("Export slurm_user (the job owner's name). Off: user names are personal "
+                               "data; job ids are kept.", default=False),
+            "endpoints": ListOf("Serving endpoints and how their GPUs are found.", item=ENDPOINT, default=[]),
+            "max_series": Int("Most join series per pass; past it the rest is dropped and reported.",
+                              default=4000, min=1),
+        },
+    )
+
+    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+        super().__init__(config, ctx)
+        self.proc_root = Path(config["proc_root"])
+        self.sysfs_root = Path(config["sysfs_root"])
+        self.rules = [EndpointRule(e["name"], e["port"], tuple(e["pods"]), e["namespace"],
+                                   tuple(str(g) for g in e["gpus"])) for e in config["endpoints"]]
+        self._nvml: NvmlApi | None = None
+        self._nvml_error = ""
+
+    @classmethod
+    def wanted(cls, config: dict[str, Any]) -> bool:
+        enabled = config["enabled"]
+        if enabled == "auto":
+            socket = config["pod_resources_socket"]
+            return bool(config["nvml_fake"] or config["endpoints"] or (socket and os.path.exists(socket))
+                        or (config["nvml"] and os.path.exists("/dev/nvidiactl")))
+        return enabled is True
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _open_nvml(self) -> NvmlApi:
+        if self.config["nvml_fake"]:
+            open_fake: Callable[[str], NvmlApi] | None = self.ctx.options.get(OPEN_FAKE_KEY)
+            if open_fake is None:
+                raise InitError("no_fake", "sources.workload.nvml_fake is set, but this daemon was given "
+                                           "no NVML fake")
+            return open_fake(self.config["nvml_fake"])
+        return RealNvml()
+
+    def _read_gpus(self, errors: list[str]) -> list[Gpu]:
+        if not self.config["nvml"]:
+            return []
+        try:
+            if self._nvml is None:
+                api = self._open_nvml()
+                api.init()
+                self._nvml = api
+            return _gpus(self._nvml, self.sysfs_root)
+        except InitError as exc:
+            self._nvml_error = exc.message
+        except Exception as exc:  # NVMLError and friends: one pass lost, retried next pass
+            self._nvml_error = f"{type(exc).__name__}: {exc}"
+            self._close_nvml()
+        errors.append(f"nvml: {self._nvml_error}")
+        return []
+
+    def _read_nics(self) -> tuple[list[Nic], dict[str, str]]:
+        places = rdma_places(self.sysfs_root)
+        nics = [Nic(dev, _netdev(self.sysfs_root, dev), p) for dev, p in places.items()]
+        by_pci = {p.address: dev for dev, p in places.items()}
+        # A VF granted to a pod: bus/pci/devices/<vf>/infiniband/<dev> names its RDMA device.
+        devices = self.sysfs_root / "bus" / "pci" / "devices"
+        try:
+            for address in os.listdir(devices):
+                try:
+                    for dev in os.listdir(devices / address / "infiniband"):
+                        by_pci.setdefault(address, dev)
+                except OSError:
+                    continue
+        except OSError:
+            pass
+        return nics, by_pci
+
+    def _endpoint_gpus(self, gpus: list[Gpu]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for rule in self.rules:
+            if not rule.port:
+                continue
+            pid = listening_pid(self.proc_root, rule.port)
+            if pid is None:
+                continue
+            out[rule.name] = {g.index for g in gpus
+                              if any(descends_from(self.proc_root, p, pid) for p in g.pids)}
+        return out
+
+    def _user_of(self, uid: int) -> str:
+        if not self.config["user_names"]:
+            return ""
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return str(uid)
+
+    def _attribute(self, grants: list[DeviceGrant], errors: list[str]) -> Attribution:
+        gpus = self._read_gpus(errors)
+        nics, by_pci = self._read_nics()
+        return attribute(gpus, nics, grants, lambda pid: read_process(self.proc_root, pid), self._user_of,
+                         self.rules, self._endpoint_gpus(gpus), by_pci)
+
+    async def _grants(self, errors: list[str]) -> list[DeviceGrant]:
+        socket = self.config["pod_resources_socket"]
+        if not socket:
+            return []
+        if not os.path.exists(socket):
+            if socket != DEFAULT_SOCKET:  # asked for explicitly: its absence is an error
+                errors.append(f"pod_resources: {socket} does not exist")
+            return []
+        try:
+            return await list_grants(socket, self.config["pod_resources_timeout"])
+        except grpc.aio.AioRpcError as exc:
+            errors.append(f"pod_resources: {exc.code().name}: {exc.details()}")
+        except (TimeoutError, OSError) as exc:
+            errors.append(f"pod_resources: {type(exc).__name__}: {exc}")
+        return []
+
+    async def collect(self) -> list[TargetResult]:
+        errors: list[str] = []
+        grants = await self._grants(errors)
+        found = await asyncio.to_thread(self._attribute, grants, errors)
+        snap, dropped = self._snapshot(found)
+        if dropped:
+            errors.append(f"budget: {dropped} join series over max_series {self.config['max_series']} "
+                          "dropped")
+        self.store.set_coverage(self.name, TARGET, {k: found.counts.get(k, 0) for k in COVERAGE})
+        return [TargetResult(TARGET, snap, partial_errors=errors)]
+
+    def _snapshot(self, found: Attribution) -> tuple[Snapshot, int]:
+        snap = Snapshot()
+        budget, dropped = self.config["max_series"], 0
+        for index, whos in sorted(found.gpu_rows.items()):
+            for who in sorted(whos):
+                if budget <= 0:
+                    dropped += 1
+                    continue
+                budget -= 1
+                snap.add(F.GPU_INFO, (index, found.gpu_uuids.get(index, ""), who.kind, who.workload,
+                                      *who.details()), 1.0)
+        netdevs = {row[1]: row[2] for row in found.topology}
+        for device, whos in sorted(found.nic_rows.items()):
+            for who in sorted(whos):
+                if budget <= 0:
+                    dropped += 1
+                    continue
+                budget -= 1
+                snap.add(F.NIC_INFO, (device, netdevs.get(device, ""), who.kind, who.workload,
+                                      *who.details()), 1.0)
+        for row in found.topology:
+            snap.add(F.TOPOLOGY, row, 1.0)
+        attributed = len(found.gpu_rows)
+        snap.add(F.ATTRIBUTED_GPUS, ("attributed",), float(attributed))
+        snap.add(F.ATTRIBUTED_GPUS, ("unattributed",), float(len(found.unattributed_gpus)))
+        snap.add(F.ATTRIBUTED_GPUS, ("idle",), float(max(found.counts.get("gpus", 0) - attributed
+                                                         - len(found.unattributed_gpus), 0)))
+        return snap, dropped
+
+    def _close_nvml(self) -> None:
+        if self._nvml is not None:
+            try:
+                self._nvml.shutdown()
+            except Exception:  # noqa: BLE001 - shutting down a library that already failed
+                pass
+            self._nvml = None
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._close_nvml)
+
+
+def _gpus(api: NvmlApi, sysfs_root: Path) -> list[Gpu]:
+    out = []
+    for i in range(api.device_count()):
+        h = api.handle_by_index(i)
+        bus = api.pci_bus_id(h)
+        migs: list[str] = []
+        try:
+            if api.mig_mode(h):
+                for m in range(api.max_mig_device_count(h)):
+                    try:
+                        migs.append(api.uuid(api.mig_device_handle(h, m)))
+                    except Exception:  # noqa: BLE001 - an empty MIG slot answers NOT_FOUND
+                        continue
+        except Exception:  # noqa: BLE001 - MIG unsupported on this GPU
+            migs = []
+        out.append(Gpu(str(i), api.uuid(h), bus, tuple(migs), tuple(api.compute_processes(h)),
+                       gpu_place(sysfs_root, bus)))
+    return out
+
+
+def _netdev(sysfs_root: Path, device: str) -> str:
+    """The netdev behind an RDMA device's first RoCE port ("" for InfiniBand)."""
+    ports = sysfs_root / "class" / "infiniband" / device / "ports"
+    try:
+        for port in sorted(os.listdir(ports)):
+            ndevs = ports / port / "gid_attrs" / "ndevs"
+            for entry in sorted(os.listdir(ndevs), key=lambda n: int(n) if n.isdigit() else 0):
+                try:
+                    name = (ndevs / entry).read_text().strip()
+                except OSError:
+                    continue
+                if name:
+                    return name
+    except OSError:
+        return ""
+    return ""
+
+
+SOURCE = WorkloadSource
