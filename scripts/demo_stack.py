@@ -15,6 +15,7 @@ everything and removes the temporary files.
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -93,22 +95,71 @@ def prometheus_config(target: str, scrape_interval: str, evaluation_interval: st
     return config
 
 
-def alertmanager_config(workdir: Path) -> Path | None:
-    """alerts/alertmanager.yml with its webhook url_files pointed at a local sink URL.
+class NotificationSink:
+    """The demo's receiver: an HTTP server on loopback that records every webhook notification
+    Alertmanager delivers (one JSON object per line in `path`, with the receiver it came to), so the
+    demo's routing can be seen working and the e2e test can read what arrived."""
 
-    The repo's config reads receiver URLs from files (secrets in production); the demo writes
-    those files into its temp dir with a placeholder URL on loopback.
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        sink = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    payload = json.loads(body)
+                except ValueError:
+                    payload = {"unparsed": body.decode("utf-8", "replace")}
+                record = {"receiver": self.path.strip("/"),
+                          "authorization": bool(self.headers.get("Authorization")), "payload": payload}
+                with sink.path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(record) + "\n")
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="notification-sink",
+                                       daemon=True)
+        self.thread.start()
+
+    def notifications(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def alertmanager_config(workdir: Path, sink_url: str) -> Path | None:
+    """alerts/alertmanager.yml with every webhook delivering to the local sink.
+
+    The repo's config names production URLs and reads each receiver's bearer token from a
+    `credentials_file` (secrets never live in the file): the demo points every webhook `url` (or
+    `url_file`, Alertmanager >= 0.26) at `sink_url/<receiver>` and writes each credentials file it
+    references into its temp dir, so notifications are delivered, not failed.
     """
     source = ROOT / "alerts" / "alertmanager.yml"
     if not source.exists():
         return None
     config = yaml.safe_load(source.read_text())
+    secrets = workdir / "secrets"
+    secrets.mkdir(exist_ok=True)
     for receiver in config.get("receivers", []):
         for hook in receiver.get("webhook_configs", []):
-            if "url_file" in hook:
-                url_file = workdir / f"{receiver['name']}.url"
-                url_file.write_text(f"http://127.0.0.1:{free_port()}/{receiver['name']}\n")
-                hook["url_file"] = str(url_file)
+            hook.pop("url_file", None)
+            hook["url"] = f"{sink_url}/{receiver['name']}"
+            auth = (hook.get("http_config") or {}).get("authorization") or {}
+            if "credentials_file" in auth:
+                token = secrets / f"{receiver['name']}-token"
+                token.write_text("demo-token\n")
+                auth["credentials_file"] = str(token)
     path = workdir / "alertmanager.yml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -132,6 +183,7 @@ class Stack:
         self.processes: list[tuple[str, subprocess.Popen]] = []
         self.exporter_url = self.prometheus_url = self.alertmanager_url = ""
         self.standard_ports = standard_ports  # try 9477/9090/9093 first (make demo); tests use any
+        self.sink: NotificationSink | None = None  # where the demo's Alertmanager delivers
 
     def _port(self, standard: int) -> int:
         return free_port(standard if self.standard_ports else 0)
@@ -179,7 +231,8 @@ class Stack:
 
         am_target = None
         if self.with_alertmanager:
-            config = alertmanager_config(self.workdir)
+            self.sink = NotificationSink(self.workdir / "notifications.jsonl")
+            config = alertmanager_config(self.workdir, self.sink.url)
             if config is not None:
                 am_port = self._port(9093)
                 am = self._spawn("alertmanager", [
@@ -224,6 +277,9 @@ class Stack:
                 process.kill()
                 process.wait()
         self.processes.clear()
+        if self.sink is not None:
+            self.sink.close()
+            self.sink = None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> Stack:
@@ -269,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Prometheus          not started ({PROMETHEUS} not installed: apt-get install prometheus)")
     if stack.alertmanager_url:
         print(f"Alertmanager        {stack.alertmanager_url}/")
+        if stack.sink is not None:
+            print(f"Notifications       {stack.sink.path} (what Alertmanager delivered, one JSON per line)")
     elif stack.prometheus_url:
         print("Alertmanager        not started "
               "(prometheus-alertmanager not installed, or no alerts/alertmanager.yml)")

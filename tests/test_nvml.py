@@ -270,7 +270,7 @@ def test_the_shipped_demo_data_loads_and_covers_h100_h200_a100():
     assert errors == []
     names = {dict(k)["name"] for k in samples_of(values, "infrapulse_gpu_info")}
     assert {"NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-40GB"} <= names
-    # the GPU that falls off the bus is healthy until then
+    # every GPU is healthy: a GPU falls off the bus only in the `xid` scenario
     assert sum(samples_of(values, "infrapulse_gpu_healthy").values()) == len(fake.gpus)
 
 
@@ -345,3 +345,15 @@ def test_real_adapter_falls_back_to_the_deprecated_call_on_old_drivers():
     assert lib.calls == ["TemperatureV", "Temperature", "Temperature"]  # the missing symbol is not retried
     with pytest.raises(pynvml.NVMLError_GpuIsLost):
         real.clocks_event_reasons(object())
+
+
+def test_the_demo_data_scripts_no_gpu_loss():
+    """Issue 32: the demo paged the ML team an hour in from a scripted `lost_at`, with no scenario
+    shown active. A lost GPU is the `xid` scenario (listed, off unless asked for)."""
+    from infrapulse.simulate.nvml_fake import DEFAULT_DATA
+
+    data = yaml.safe_load(DEFAULT_DATA.read_text())
+    assert [i for i, g in enumerate(data["gpus"]) if "lost_at" in g] == []
+    fake = FakeNvml(data, clock=Clock(7200.0))
+    _, errors, _ = poll(fake)
+    assert errors == []  # two hours in, every GPU still answers
