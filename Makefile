@@ -38,7 +38,7 @@ demo: $(DEMO_STAMP)
 
 # One pytest session over tests/ (unit and e2e), so a unit failure still reports the e2e results.
 test: $(STAMP) system-deps
-	$(PYTEST) tests $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=ci $(PYTEST) tests $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PYTEST) tests --ignore=tests/e2e $(PYTEST_ARGS)

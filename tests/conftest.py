@@ -5,6 +5,12 @@ drives the system tools (Prometheus, Alertmanager, promtool, amtool, node_export
 docker-compose, systemd-analyze, VictoriaMetrics, vmalert) or runs the whole daemon against every
 simulator (`make e2e`).
 A unit test that starts one of those tools fails with a pointer to tests/e2e/.
+
+Hypothesis runs under one of two profiles registered here: `ci` (derandomized: the same examples
+on every run, so CI cannot fail on an example no earlier run drew; no example database; failures
+print their reproduction blob) when HYPOTHESIS_PROFILE=ci or the CI variable is set (`make test`
+and .ci/run set it), `dev` (random examples, the local database) otherwise. An example a random
+run finds is pinned with @example on its test.
 """
 
 from __future__ import annotations
@@ -20,6 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_in_ci = os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _in_ci else "dev"))
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "tests" / "e2e"

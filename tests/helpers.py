@@ -1,8 +1,13 @@
-"""Parsing helpers for tests: exposition text -> {(name, frozenset(labels)): value}."""
+"""Parsing helpers for tests: exposition text -> {(name, frozenset(labels)): value}; waits on a
+condition (wait_until, wait_until_async) instead of fixed sleeps."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -43,3 +48,30 @@ def render_store(store, state=None) -> dict:
 
     registry = make_registry(store, state or DaemonState("testhost", "node"))
     return parse_exposition(generate_latest(registry).decode())
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+               every: float = 0.02) -> Any:
+    """Poll until predicate() is truthy and return its value; a bounded wait, not a timing
+    assertion (a loaded machine only makes it take longer)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+async def wait_until_async(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+                           every: float = 0.02) -> Any:
+    """wait_until inside an event loop: the loop runs between polls."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(every)

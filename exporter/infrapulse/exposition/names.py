@@ -55,6 +55,12 @@ def label_name(name: str, style: Style) -> str:
     return _underscored(name, metric=False)
 
 
+def _quoted_block_label(name: str, style: Style) -> str:
+    if style.escaping == ALLOW_UTF8 and name.startswith("__"):
+        return f'"{escape_value(name)}"'
+    return label_name(name, style)
+
+
 def help_text(doc: str, style: Style) -> str:
     if style.openmetrics:
         return escape_value(doc)
@@ -84,6 +90,8 @@ def sample_prefix(name: str, pairs: Iterable[tuple[str, str]], style: Style) -> 
     """Everything of a sample line before its value: `name{a="x",b="y"} `."""
     head, quoted = sample_head(name, style)
     if quoted:
-        block = ",".join(f'{label_name(k, style)}="{escape_value(v)}"' for k, v in pairs)
+        # Inside a quoted name's braces prometheus_client also quotes the reserved `__` names
+        # (escape_label_name); after a legacy name it writes them bare (label_block).
+        block = ",".join(f'{_quoted_block_label(k, style)}="{escape_value(v)}"' for k, v in pairs)
         return f"{{{head},{block}}} " if block else f"{{{head}}} "
     return head + label_block(pairs, style)
