@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -124,3 +125,11 @@ def test_the_development_layout_names_every_module_and_nothing_else():
              "signals", "static"}
     unknown = sorted(named - real - prose)
     assert unknown == [], f"docs/development.md's layout names what the tree does not have: {unknown}"
+
+
+def test_the_docs_index_lists_every_page():
+    index = (ROOT / "docs" / "README.md").read_text()
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name != "README.md")
+    assert [p for p in pages if f"]({p})" not in index] == []
+    for target in re.findall(r"\]\(([^)#]+)\)", index):
+        assert (ROOT / "docs" / target).exists(), target

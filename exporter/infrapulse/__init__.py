@@ -1,3 +1,3 @@
 """infrapulse: one exporter for RDMA fabric, switch, GPU and LLM-serving telemetry."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
