@@ -65,7 +65,7 @@ check-generated: $(STAMP)
 	echo "generated files are current: $(GENERATORS)"
 
 # The side-by-side benchmarks (bench/nvml_real_gpu.py needs a real GPU and is run by hand).
-BENCHES := node_scrape serving_scrape nvml_poll gnmi_ingest load_soak probe_cost render scrape_load
+BENCHES := node_scrape serving_scrape nvml_poll gnmi_ingest load_soak probe_cost render scrape_load workload_refresh
 
 BENCH_STAMP := $(VENV)/.bench-installed-stamp
 $(BENCH_STAMP): $(STAMP)
