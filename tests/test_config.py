@@ -222,3 +222,27 @@ def test_check_config_does_not_claim_nvml_runs_without_the_library(tmp_path, mon
     assert "sources that would run here: none;" in out.getvalue()
     assert ("enabled but not on this host: nvml (NVML does not load here (nvmlInit failed: NVML Shared "
             "Library Not Found); enabled: auto leaves the source off)") in out.getvalue()
+
+
+def test_check_config_fails_on_files_that_do_not_exist_as_doctor_does(tmp_path):
+    """Issue 32: check-config said ok with a missing ca_file and password_file; doctor's FAIL rows
+    said otherwise. Both read the same file checks now."""
+    pw = tmp_path / "pw"
+    pw.write_text("s3cret\n")
+    path = tmp_path / "files.yaml"
+    path.write_text(
+        "sources:\n  serving:\n    endpoints:\n"
+        f"      - {{name: v, url: 'https://127.0.0.1:8000/metrics', ca_file: {tmp_path / 'none.pem'}}}\n"
+        "  gnmi:\n    targets:\n"
+        f"      - {{name: leaf1, address: '10.0.0.1:9339', profile: sonic, username: admin,\n"
+        f"         password_file: {tmp_path / 'missing'}}}\n"
+        f"      - {{name: leaf2, address: '10.0.0.2:9339', profile: sonic, username: admin,\n"
+        f"         password_file: {pw}}}\n")
+    proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stdout == ""
+    missing, none = tmp_path / "missing", tmp_path / "none.pem"
+    assert sorted(proc.stderr.splitlines()) == [
+        f"config error: {path}: sources.gnmi.targets[0].password_file: {missing}: does not exist",
+        f"config error: {path}: sources.serving.endpoints[0].ca_file: {none}: does not exist"]

@@ -117,6 +117,15 @@ def cmd_check_config(args) -> int:
             not_here.append(f"{name} ({why})")
         else:
             runs.append(name)
+    from .doctor.cli import referenced_file_checks
+    from .doctor.report import FAIL
+
+    # The same file rows `doctor` prints: a ca_file or password_file that does not exist is not ok.
+    missing = [c for c in referenced_file_checks(cfg) if c.result == FAIL]
+    for check in missing:
+        print(f"config error: {args.file}: {check.target}: {check.detail}", file=sys.stderr)
+    if missing:
+        return 2
     absent = f"; enabled but not on this host: {'; '.join(not_here)}" if not_here else ""
     print(f"{args.file}: ok (listen {cfg['listen']}, interval {format_duration(cfg['interval'])}, "
           f"sources that would run here: {', '.join(runs) or 'none'}{absent})")

@@ -75,6 +75,13 @@ def _file_scopes(cfg: dict[str, Any], wanted: set[str]) -> list[tuple[str, dict[
     return [(f"{gnmi['targets_file']}: targets[{i}]", t) for i, t in enumerate(targets)]
 
 
+def referenced_file_checks(cfg: dict[str, Any]) -> list[Check]:
+    """The files, directories and variables the enabled sources point at (`doctor`'s file rows;
+    `check-config` fails on the same ones)."""
+    wanted = {name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])}
+    return check_files(cfg, wanted, _file_scopes(cfg, wanted))
+
+
 async def run_checks(path: str, options_for: OptionsFor, web_config: str | None = None,
                      hostname: str | None = None) -> tuple[int, list[Check]]:
     cfg, checks = config_checks(path)
@@ -82,8 +89,7 @@ async def run_checks(path: str, options_for: OptionsFor, web_config: str | None 
         checks += web_config_checks(web_config)
     if cfg is None or any(c.result == FAIL for c in checks):
         return 2, checks
-    wanted = {name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])}
-    checks += check_files(cfg, wanted, _file_scopes(cfg, wanted))
+    checks += referenced_file_checks(cfg)
     checks += await probe_all(cfg, options_for(cfg), hostname or cfg["hostname"] or socket.gethostname())
     return (1 if any(c.result == FAIL for c in checks) else 0), checks
 
