@@ -13,7 +13,7 @@ import json
 import pytest
 
 from helpers import real
-from infrapulse.sources.probe import nccl, perftest
+from infrapulse.sources.probe import baseline, nccl, perftest
 from infrapulse.sources.probe.results import GBIT, MIB, ProbeParseError
 
 
@@ -404,3 +404,61 @@ def test_perftest_output_without_a_report_is_an_error():
     assert exc.value.reason == "no_table"
     with pytest.raises(ProbeParseError, match="line 3"):
         perftest.parse("{\ntest_info: {\n!!!\n")
+
+
+# Older nccl-tests (the pre-2022 layout) print the redop of a collective without one as blanks:
+# the header names `redop`, the rows have one field fewer (issue 34). Shaped as all_gather_perf
+# of that era prints it (getFloatStr widths, `error` columns, N/A under -c 0).
+OLD_ALLGATHER = """\
+# nThread 1 nGpus 8 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 validation: 0
+#
+#                                             out-of-place                       in-place
+#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                     (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             0   float             31.48    0.00    0.00    N/A    31.09    0.00    0.00    N/A
+         256             8   float             33.02    0.01    0.01    N/A    32.73    0.01    0.01    N/A
+        1024            32   float             34.10    0.03    0.03    N/A    33.96    0.03    0.03    N/A
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 0.0133333
+#
+"""
+
+
+def test_an_old_table_with_a_blank_redop_column_reads_every_row():
+    r = nccl.parse(OLD_ALLGATHER, "all_gather")
+    assert r.skipped_lines == 0 and not r.errors and not r.wrong_results
+    assert [(row.size, row.elements, row.dtype, row.redop, row.root) for row in r.rows] == [
+        (8, 0, "float", "", None), (256, 8, "float", "", None), (1024, 32, "float", "", None)]
+    first = r.rows[0]
+    assert first.out_of_place is not None and first.in_place is not None
+    assert (first.out_of_place.time_us, first.in_place.time_us) == (31.48, 31.09)
+    assert r.rows[2].out_of_place.busbw_gbps == 0.03 and r.rows[2].out_of_place.max_error is None
+
+
+# ib_write_bw --run_infinitely: the peak is not measured (its column prints 0.00) and a row is
+# printed per interval for the one size (issue 34). Shaped as perftest prints it.
+RUN_INFINITELY = """\
+---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF\t\tDevice         : mlx5_0
+ Number of qps   : 1\t\tTransport type : IB
+ Connection type : RC\t\tUsing SRQ      : OFF
+ Link type       : Ethernet
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ BW peak won't be measured in this run.
+ 65536      1185063          0.00               12343.32\t\t   0.197493
+ 65536      1185150          0.00               12344.22\t\t   0.197507
+ 65536      1185001          0.00               12340.00\t\t   0.197440
+"""
+
+
+def test_run_infinitely_has_no_peak_and_is_one_observation():
+    [report] = perftest.parse(RUN_INFINITELY)
+    assert report.peak_measured is False and len(report.rows) == 3
+    assert all("peak" not in row.bandwidth for row in report.rows)
+    averages = [round(row.bandwidth["average"] / 2**20, 2) for row in report.rows]
+    assert averages == [12343.32, 12344.22, 12340.0]
+    observations = baseline.perftest_observations(report, "pair", "loop")
+    assert [(o.metric, o.size, round(o.value / 2**20, 2)) for o in observations] == [
+        ("bandwidth", 65536, 12343.32)]  # the median of the three intervals, one run

@@ -247,6 +247,35 @@ async def test_wrong_results_and_failures(rig: Rig) -> None:
     assert status.reason == "failed" and "Test NCCL failure all_reduce.cu:44" in status.message
 
 
+async def test_wrong_results_win_over_the_test_failure_lines_they_come_with(rig: Rig) -> None:
+    """Issue 34: a run with wrong elements and `Test failure` lines was filed `failed`; data
+    corruption is wrong_results, always."""
+    rig.fake({"wrong": True, "fail": True})
+    src = rig.source(nccl={"runs": [{"name": "nccl_latency", "args": ["-b", "1K", "-e", "2K", "-f", "2"]}]})
+    await round_(src)
+    status = rig.store.status[("probe", "nccl_latency")]
+    assert status.reason == "wrong_results" and "wrong results at sizes 1024" in status.message
+    assert one(rig.store, "infrapulse_probe_runs_total", probe="nccl_latency", result="wrong_results") == 1.0
+
+
+async def test_an_inbox_file_with_wrong_results_and_failure_lines_is_wrong_results(rig: Rig) -> None:
+    inbox = rig.tmp / "inbox"
+    inbox.mkdir()
+    text = real("probes", "nccl-tests-allreduce-2node16gpu-h100-ztan.txt").read_text()
+    lines = text.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.strip().startswith("8589934592"))
+    fields = lines[row].split()
+    fields[8] = "12"  # the out-of-place #wrong of the largest size
+    lines[row] = "  ".join(fields)
+    lines.append(" .. node-a pid 4242: Test failure common.cu:1279")
+    (inbox / "rack7-a-b__2026-01-02.txt").write_text("\n".join(lines) + "\n")
+    old = time.time() - 60
+    os.utime(inbox / "rack7-a-b__2026-01-02.txt", (old, old))
+    src = rig.source(nccl={"enabled": False}, inbox={"dir": str(inbox), "settle": "10s"})
+    await src.tick(time.time())
+    assert metric(rig.store, "infrapulse_probe_ingested_files_total") == {("wrong_results",): 1.0}
+
+
 async def test_probes_run_with_lowered_cpu_and_io_priority(rig: Rig) -> None:
     script = rig.tmp / "bin" / "prio_probe"
     script.write_text(f"""#!{os.sys.executable}

@@ -25,7 +25,7 @@ from infrapulse.sources.base import SourceContext
 from infrapulse.sources.serving import normalize as norm
 from infrapulse.sources.serving.source import ServingSource, choose_format
 from infrapulse.store import Histogram, Store
-from infrapulse.textparse import parse
+from infrapulse.textparse import parse, typed_from_names
 
 NO_KEEP = ("",) * len(norm.KEEPABLE)
 
@@ -51,15 +51,20 @@ async def serve(text: str) -> AsyncIterator[str]:
 
 async def scrape_capture(name: str, **endpoint: str):
     """Serve one capture, poll it once with the serving source; (snapshot, store)."""
-    store = Store()
     async with serve(real("serving", name).read_text()) as url:
-        section = ServingSource.CONFIG.validate({"endpoints": [{"name": "ep", "url": url, **endpoint}]},
-                                                "sources.serving")
-        source = ServingSource(section, SourceContext(store=store, interval=1.0))
-        try:
-            await source.poll_endpoint(source.endpoints[0])
-        finally:
-            await source.close()
+        return await scrape_url(url, **endpoint)
+
+
+async def scrape_url(url: str, **endpoint: str):
+    """Poll one served exposition once with the serving source; (snapshot, store)."""
+    store = Store()
+    section = ServingSource.CONFIG.validate({"endpoints": [{"name": "ep", "url": url, **endpoint}]},
+                                            "sources.serving")
+    source = ServingSource(section, SourceContext(store=store, interval=1.0))
+    try:
+        await source.poll_endpoint(source.endpoints[0])
+    finally:
+        await source.close()
     status = store.status_of("serving", "ep")
     assert status.up, status.message
     return store.snapshot("serving", "ep"), store
@@ -179,12 +184,13 @@ async def test_triton_2311_statistics_names():
     assert empty(store) == []  # RUNNING and KV_USAGE promised for the TRT-LLM backend, and found
 
 
-async def test_triton_2025_names_prefer_block_counts_over_the_edited_fraction():
+async def test_triton_2025_names_prefer_the_engines_own_fraction():
     snap, store = await scrape_capture("triton-trtllm-readme-2025.prom")
     m = "tensorrt_llm"
     assert one(snap, norm.RUNNING, m, "trtllm") == 1.0
     assert one(snap, norm.WAITING, m, "trtllm") == 1.0  # request_type=waiting
-    assert one(snap, norm.KV_USAGE, m, "trtllm") == 1 / 6239  # not the README's hand-edited 0.4875
+    # issue 34: the backend's own kv_cache_block_type="fraction", not used/max blocks (1/6239)
+    assert one(snap, norm.KV_USAGE, m, "trtllm") == 0.4875
     assert one(snap, norm.KV_XFER_TIME, m, "trtllm") == 0.0
     assert one(snap, norm.KV_XFER_COUNT, m, "trtllm") == 0.0
     assert empty(store) == []
@@ -202,6 +208,29 @@ async def test_trtllm_serve_1x_unprefixed(engine):
     assert norm.E2E.name not in snap.series
     assert empty(store) == sorted([norm.E2E.name, norm.ITL.name, norm.QUEUE_TIME.name, norm.REQUESTS.name,
                                    norm.TTFT.name])
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "auto"])
+async def test_trtllm_serve_without_type_lines_reads_as_with_them(engine):
+    """Issue 34: as pasted in TensorRT-LLM's own PR, without # TYPE/# HELP lines: the samples
+    landed in untyped `..._bucket`/`_count` families and the engine check said engine_mismatch.
+    Typed from their names, the same series come out as from the typed capture."""
+    text = real("serving", "trtllm-serve-1.x-aibrix2004.prom").read_text()
+    bare = "\n".join(line for line in text.splitlines() if not line.startswith("#")) + "\n"
+    typed_snap, _ = await scrape_capture("trtllm-serve-1.x-aibrix2004.prom", engine=engine)
+    async with serve(bare) as url:
+        bare_snap, store = await scrape_url(url, engine=engine)
+    assert bare_snap.series == typed_snap.series
+    assert one(bare_snap, norm.REQUEST_DURATION, "undefined", "trtllm") == 3.4878239994868636
+    assert store.status_of("serving", "ep").reason == "ok"
+
+
+def test_untyped_bucket_sum_count_are_one_histogram_and_total_a_counter():
+    families = typed_from_names(parse('x_bucket{le="1"} 1\nx_bucket{le="+Inf"} 2\nx_sum 3\nx_count 2\n'
+                                      "y_total 7\nz_bucket 1\n"))
+    types = {n: f.type for n, f in families.items()}
+    assert types == {"x": "histogram", "y": "counter", "z_bucket": "untyped"}
+    assert [s.name for s in families["x"].samples] == ["x_bucket", "x_bucket", "x_sum", "x_count"]
 
 
 def test_unprefixed_names_alone_are_not_auto_detected():

@@ -274,4 +274,38 @@ def _untyped_family(families: dict[str, MetricFamily], name: str,
     return family, frozenset((name,)), {}
 
 
-__all__ = ["MetricFamily", "ParseCache", "ParseError", "Sample", "parse", "parse_labels"]
+def typed_from_names(families: dict[str, MetricFamily]) -> dict[str, MetricFamily]:
+    """Families an exposition left without `# TYPE` (trtllm-serve as pasted in TensorRT-LLM's
+    own PR), typed by their names the way Prometheus reads them: untyped `X_bucket` (every sample
+    with `le`) + `X_sum` + `X_count` are histogram `X`; untyped `X_total` is counter `X`. A name
+    that a typed family already has is left alone. Returns `families` itself when nothing needs
+    it (the common case: one pass over the names)."""
+    untyped = {n for n, f in families.items() if f.type in ("untyped", "unknown")}
+    if not untyped:
+        return families
+    merged: dict[str, MetricFamily] = {}
+    taken: set[str] = set()
+    for name in untyped:
+        if name.endswith("_bucket"):
+            base = name[:-7]
+            buckets = families[name].samples
+            if base in families or not buckets or any("le" not in s.labels for s in buckets):
+                continue
+            parts = [n for n in (name, base + "_sum", base + "_count") if n in untyped]
+            merged[base] = MetricFamily(base, "histogram", families[name].help,
+                                        samples=[s for n in parts for s in families[n].samples])
+            taken.update(parts)
+    for name in untyped - taken:
+        base = name[:-6]
+        if name.endswith("_total") and base not in families and base not in merged:
+            merged[base] = MetricFamily(base, "counter", families[name].help,
+                                        samples=list(families[name].samples))
+            taken.add(name)
+    if not merged:
+        return families
+    out = {n: f for n, f in families.items() if n not in taken}
+    out.update(merged)
+    return out
+
+
+__all__ = ["MetricFamily", "ParseCache", "ParseError", "Sample", "parse", "parse_labels", "typed_from_names"]

@@ -89,17 +89,19 @@ def nccl_observations(result: NcclResult, scope: str, path: str, latency_max: in
 
 def perftest_observations(result: PerftestResult, scope: str, path: str,
                           model: str = "") -> list[Observation]:
-    out = []
+    """One observation per metric and size: a file is one run, so the rows --run_infinitely (or
+    a repeated size) prints per interval are reduced to their median, as nccl_observations does."""
+    values: dict[tuple[str, int], list[float]] = {}
     for row in result.rows:
         if result.kind == "lat":
             for metric, column in LATENCY_METRICS.items():
                 if column in row.latency_us:
-                    out.append(Observation(scope, path, result.test, metric, row.size,
-                                           row.latency_us[column] * 1e-6, LOWER, model))
+                    values.setdefault((metric, row.size), []).append(row.latency_us[column] * 1e-6)
         elif "average" in row.bandwidth:
-            out.append(Observation(scope, path, result.test, "bandwidth", row.size, row.bandwidth["average"],
-                                   HIGHER, model))
-    return out
+            values.setdefault(("bandwidth", row.size), []).append(row.bandwidth["average"])
+    return [Observation(scope, path, result.test, metric, size, _median(v),
+                        LOWER if result.kind == "lat" else HIGHER, model)
+            for (metric, size), v in values.items()]
 
 
 def floor_for(obs: Observation, floors: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:

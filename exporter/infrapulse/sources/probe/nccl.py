@@ -131,7 +131,24 @@ def _measurement(half: _Half, tokens: list[str], pos: int) -> NcclMeasurement:
 
 def _row(tokens: list[str], layout: _Layout) -> NcclRow | None:
     """One table row, or None when its shape fits neither the full layout nor the trace-replay
-    one (no out-of-place half)."""
+    one (no out-of-place half). Older nccl-tests print the `redop` of a collective without one
+    (all_gather, alltoall) as blanks: such a row has one field fewer, and the column is empty."""
+    row = _row_as_printed(tokens, layout)
+    if row is None and layout.i_redop >= 0 and len(tokens) > layout.i_redop \
+            and _is_number(tokens[layout.i_redop]):
+        row = _row_as_printed([*tokens[:layout.i_redop], "", *tokens[layout.i_redop:]], layout)
+    return row
+
+
+def _is_number(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
+
+
+def _row_as_printed(tokens: list[str], layout: _Layout) -> NcclRow | None:
     n_pre = layout.n_pre
     halves = layout.halves
     stamp = 2 if layout.timestamp else 0

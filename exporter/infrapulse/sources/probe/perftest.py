@@ -47,6 +47,10 @@ _LATENCY_COLUMNS = ("t_min", "t_max", "t_typical", "t_avg", "t_stdev", "p99", "p
 _BW_FACTOR = {"MB/sec": MIB, "MiB/sec": MIB, "Gb/sec": GBIT}
 
 
+# perftest_parameters.c, duration mode and --run_infinitely: "BW peak won't be measured in this run."
+_PEAK_NOT_MEASURED = re.compile(r"peak\s+won'?t\s+be\s+measured", re.IGNORECASE)
+
+
 def test_name(verb: str, title_rest: str) -> tuple[str, str]:
     """("RDMA_Write", " BW ") -> ("ib_write_bw", "bw")."""
     kind = "bw" if re.search(r"\bBW\b", title_rest) else "lat"
@@ -93,6 +97,7 @@ def parse_text(text: str) -> list[PerftestResult]:
     current: PerftestResult | None = None
     columns: tuple[list[str], str] | None = None
     server_next = False
+    no_peak = False
     for raw in text.splitlines():
         line = raw.strip()
         if line and (tag := _LAUNCHER.match(line)):
@@ -101,6 +106,9 @@ def parse_text(text: str) -> list[PerftestResult]:
             continue
         if _WAITING.search(line):
             server_next = True
+            continue
+        if _PEAK_NOT_MEASURED.search(line):
+            no_peak = True  # --run_infinitely / -D: the peak column then prints 0.00
             continue
         if m := _TITLE.match(line):
             name, kind = test_name(m.group(1), m.group(2))
@@ -126,6 +134,9 @@ def parse_text(text: str) -> list[PerftestResult]:
         if row is None:
             current.skipped_lines += 1
         else:
+            if no_peak:
+                row.bandwidth.pop("peak", None)  # not measured: absent, never a 0 B/s peak
+                current.peak_measured = False
             current.rows.append(row)
     reports = [r for r in results if r.rows]
     if not reports:

@@ -111,14 +111,16 @@ class NcclProbe:
         result = self._json_result(result, ctx, run)
         run.nccl_version = result.nccl_version
         run.series = nccl_series(result, "local", "intra_node")
+        # Wrong results first: nccl-tests prints "Test failure" and exits non-zero on #wrong > 0,
+        # and data corruption must never read as a generic failure.
+        if result.wrong_results:
+            run.result = "wrong_results"
+            run.message = _wrong_message(result)
+            return run
         if result.errors or outcome.status != "ok" or not result.rows:
             run.result = "failed"
             run.message = "; ".join(x for x in (result.errors[0] if result.errors else "no result rows",
                                                 outcome.message) if x)
-            return run
-        if result.wrong_results:
-            run.result = "wrong_results"
-            run.message = _wrong_message(result)
             return run
         run.observations = nccl_observations(result, "local", "intra_node", self.latency_max,
                                              self.bandwidth_min)

@@ -101,3 +101,4 @@ class PerftestResult:
     errors: list[str] = field(default_factory=list)
     skipped_lines: int = 0  # lines under the table header that were not a row of it
     source_format: str = "text"  # "text", "json" or "json-legacy" (unquoted keys, before 2024)
+    peak_measured: bool = True  # False after "BW peak won't be measured" (--run_infinitely, -D)

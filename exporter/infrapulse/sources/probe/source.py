@@ -399,12 +399,14 @@ class ProbeSource(Source):
             result = dropped.nccl
             key = f"{dropped.scope}|{result.collective or 'nccl'}"
             series = nccl_series(result, dropped.scope, dropped.path_label)
-            if result.errors or not result.rows:
-                self.state["inbox_series"][key] = [[f, list(lb), v] for f, lb, v in series]
-                return "failed"
+            # Wrong results first: corrupted data is never filed as a generic failure, even when
+            # the run also printed "Test failure" lines (it does, for #wrong > 0).
             if result.wrong_results:
                 self.state["inbox_series"][key] = [[f, list(lb), v] for f, lb, v in series]
                 return "wrong_results"
+            if result.errors or not result.rows:
+                self.state["inbox_series"][key] = [[f, list(lb), v] for f, lb, v in series]
+                return "failed"
             n = self.config["nccl"]
             observations = nccl_observations(result, dropped.scope, dropped.path_label,
                                              n["latency_max_bytes"],

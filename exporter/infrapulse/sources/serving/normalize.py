@@ -259,14 +259,14 @@ MAPPINGS: dict[str, tuple[Rule, ...]] = {
              _trt("request", "request_type", "scheduled") + _trt("request", "request_type", "active")),
         Rule(WAITING,
              _trt("request", "request_type", "waiting") + (gauge("nv_inference_pending_request_count"),)),
-        # used/max blocks first: both counts exist in every backend version, while `fraction` (added
-        # 2025) is the same quantity from a uint64 gauge and was hand-edited in the README sample.
+        # The backend's own usage fraction first (kv_cache_block_type="fraction", 25.x: what the
+        # engine reports as its KV cache usage); used/max blocks where a version has no fraction.
         Rule(KV_USAGE,
-             tuple(ratio(gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "used"}),
-                         gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "max"}))
-                   for sfx in ("metrics", "statistics"))
-             + (gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "fraction"},
-                      combine="max"),)),
+             (gauge("nv_trt_llm_kv_cache_block_metrics", where={"kv_cache_block_type": "fraction"},
+                    combine="max"),)
+             + tuple(ratio(gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "used"}),
+                           gauge(f"nv_trt_llm_kv_cache_block_{sfx}", where={"kv_cache_block_type": "max"}))
+                     for sfx in ("metrics", "statistics"))),
         Rule(REQUESTS, (with_outcome("success", counter("nv_inference_request_success")),), promised=True),
         Rule(REQUESTS, (with_outcome("error", counter("nv_inference_request_failure")),)),
         Rule(REQUEST_DURATION, (counter("nv_inference_request_duration_us", 1e-6),), promised=True),

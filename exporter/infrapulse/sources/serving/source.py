@@ -29,7 +29,7 @@ from ... import catalog
 from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot, stale_after
-from ...textparse import MetricFamily
+from ...textparse import MetricFamily, typed_from_names
 from ..base import Source, SourceContext
 from ..budget import SeriesBudget
 from . import normalize as norm
@@ -272,11 +272,12 @@ class ServingSource(Source):
         started = time.perf_counter()
         try:
             result = await self.scraper.scrape(ep.target, deadline=loop.time() + 0.9 * ep.interval)
-            fmt = choose_format(result.families, ep.engine)
+            typed = typed_from_names(result.families)  # an exposition without # TYPE lines
+            fmt = choose_format(typed, ep.engine)
         except ScrapeError as exc:
             self._failed(ep, exc.reason, exc.message, time.perf_counter() - started)
             return
-        families = norm.canonical_names(result.families, fmt)
+        families = norm.canonical_names(typed, fmt)
         engine = norm.engine_label(fmt, families)
         snapshot = Snapshot()
         norm.normalise(families, fmt, ep.name, engine, ep.keep, ep.model, snapshot)
