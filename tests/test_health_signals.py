@@ -207,6 +207,19 @@ def _gpu_lost(f, x):
     f.gauge("nvml", "infrapulse_gpu_healthy", GPU, 1 - x)
 
 
+def _nvlink_errors(f, x):
+    f.counter("nvml", "infrapulse_gpu_nvlink_errors_total", GPU + ("1", "recovery"), 5, 5 + 0.25 * x)
+    f.counter("nvml", "infrapulse_gpu_nvlink_errors_total", GPU + ("1", "crc"), 0, 0.75 * x)
+    f.counter("nvml", "infrapulse_gpu_nvlink_errors_total", GPU + ("1", "replay"), 0, 1000)  # not counted
+    f.counter("nvml", "infrapulse_gpu_nvlink_errors_total", GPU + ("2", "crc"), 3, 3)  # a clean link
+
+
+def _fabric(f, x):
+    # x = 1: registration still in progress; x = 0: completed with success
+    state = ("in_progress", "0", "0") if x else ("completed", "0", "7")
+    f.gauge("nvml", "infrapulse_gpu_fabric_state", GPU + state, 1)
+
+
 def _idle(f, x):
     f.gauge("nvml", "infrapulse_gpu_utilization_ratio", GPU, 1 - x)
     f.gauge("serving", "infrapulse_llm_requests_waiting", EP, 3, "llama")
@@ -360,6 +373,8 @@ CASES = [
     ("row_remap_failure", _flag_gpu("infrapulse_gpu_row_remap_failure"), "GPU 0"),
     ("throttle_active", _throttle, "GPU 0"),
     ("gpu_lost", _gpu_lost, "GPU 0"),
+    ("nvlink_errors", _nvlink_errors, "GPU 0 NVLink 1"),
+    ("fabric_incomplete", _fabric, "GPU 0"),
     ("gpu_idle_while_queued", _idle, "GPU 0"),
     ("ttft_p95", _latency("infrapulse_llm_time_to_first_token_seconds"), "endpoint llama"),
     ("itl_p95", _latency("infrapulse_llm_inter_token_latency_seconds"), "endpoint llama"),
@@ -419,7 +434,7 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 68
+    assert len(labels) == 70
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")

@@ -357,3 +357,42 @@ def test_the_demo_data_scripts_no_gpu_loss():
     fake = FakeNvml(data, clock=Clock(7200.0))
     _, errors, _ = poll(fake)
     assert errors == []  # two hours in, every GPU still answers
+
+
+# -- NVLink data-link errors and the NVSwitch fabric (issue 34) --------------------------------
+
+def test_nvlink_error_counters_per_link_and_type():
+    gpu = {**GPU0, "nvlink_errors": [{"link": 1, "replay": 3.0, "recovery": 0.2, "crc": 1.5}]}
+    values, errors, _ = poll(FakeNvml(spec(gpu), clock=Clock(10.0)))
+    assert errors == []
+    g = {"gpu": "0", "uuid": "GPU-aaaa"}
+    got = {(dict(k)["link"], dict(k)["type"]): v
+           for k, v in samples_of(values, "infrapulse_gpu_nvlink_errors_total").items()}
+    assert got[("1", "replay")] == 30 and got[("1", "recovery")] == 2 and got[("1", "crc")] == 15
+    assert got[("0", "crc")] == 0 and len(got) == 4 * 3  # every link, every type
+    assert value(values, "infrapulse_gpu_nvlink_errors_total", **g, link="3", type="recovery") == 0
+
+
+def test_a_driver_without_the_error_fields_leaves_them_out_and_keeps_the_rest():
+    gpu = {**GPU0, "not_supported": ["nvlink_errors"]}
+    values, errors, _ = poll(FakeNvml(spec(gpu), clock=Clock(10.0)))
+    assert errors == []
+    assert samples_of(values, "infrapulse_gpu_nvlink_errors_total") == {}
+    assert len(samples_of(values, "infrapulse_gpu_nvlink_up")) == 4
+
+
+@pytest.mark.parametrize("fabric, expected", [
+    ({"state": "completed", "status": 0, "clique": 7}, ("completed", "0", "7")),
+    ({"state": "in_progress", "status": 0, "clique": 0}, ("in_progress", "0", "0")),
+    ({"state": "completed", "status": 999, "clique": 0}, ("completed", "999", "0")),  # NVML_ERROR_UNKNOWN
+])
+def test_fabric_state_on_nvswitch_systems(fabric, expected):
+    values, errors, _ = poll(FakeNvml(spec({**GPU0, "fabric": fabric}), clock=Clock()))
+    assert errors == []
+    got = samples_of(values, "infrapulse_gpu_fabric_state")
+    assert [(dict(k)["state"], dict(k)["status"], dict(k)["clique"]) for k in got] == [expected]
+
+
+def test_no_fabric_series_without_nvswitch():
+    values, _, _ = poll(FakeNvml(spec(GPU0), clock=Clock()))
+    assert samples_of(values, "infrapulse_gpu_fabric_state") == {}

@@ -50,7 +50,13 @@ _FIELD_GROUPS = {
     "pcie_replays": {api.FI_PCIE_REPLAY},
     "nvlink": {api.FI_NVLINK_LINK_COUNT, api.FI_NVLINK_STATE, api.FI_NVLINK_DATA_TX, api.FI_NVLINK_DATA_RX},
     "nvlink_state_field": {api.FI_NVLINK_STATE},
+    # drivers before 525 answer NOT_SUPPORTED for the data-link error fields
+    "nvlink_errors": {api.FI_NVLINK_ERROR_DL_REPLAY, api.FI_NVLINK_ERROR_DL_RECOVERY,
+                      api.FI_NVLINK_ERROR_DL_CRC},
 }
+_NVLINK_ERROR_FIELDS = {api.FI_NVLINK_ERROR_DL_REPLAY: "replay", api.FI_NVLINK_ERROR_DL_RECOVERY: "recovery",
+                        api.FI_NVLINK_ERROR_DL_CRC: "crc"}
+_FABRIC_STATE_CODES = {name: code for code, name in api.FABRIC_STATES.items()}
 
 
 def _error(code: int) -> pynvml.NVMLError:
@@ -105,6 +111,8 @@ class _FieldAnswers:
     links: int
     down: set[int]  # NVLink links that are down
     link_kib: float  # cumulative KiB on every link that is up
+    # (link, "replay"|"recovery"|"crc") -> cumulative count (spec `nvlink_errors`: rates per second)
+    link_errors: dict[tuple[int, str], float]
 
 
 class FakeEventSet:
@@ -309,6 +317,16 @@ class FakeNvml:
         with self._cond:
             return self._device(h, "pci_bus_id", mig_ok=True).pci_bus_id
 
+    def fabric_info(self, h: FakeHandle) -> tuple[int, int, int]:
+        """Spec `fabric: {state: completed, status: 0, clique: 1}` on NVSwitch systems; without it
+        the GPU answers as a PCIe or NVLink-bridge GPU does: state not_supported, with success."""
+        with self._cond:
+            fabric = self._device(h, "fabric_info", "fabric").spec.get("fabric")
+            if not fabric:
+                return 0, api.SUCCESS, 0
+            return (_FABRIC_STATE_CODES[str(fabric.get("state", "completed"))], int(fabric.get("status", 0)),
+                    int(fabric.get("clique", 0)))
+
     def compute_processes(self, h: FakeHandle) -> list[int]:
         with self._cond:
             return [int(pid) for pid in self._device(h, "processes").spec.get("processes", [])]
@@ -442,6 +460,8 @@ class FakeNvml:
             links=int(s.get("nvlinks", 0)),
             down=set(s.get("nvlink_down", ())),
             link_kib=float(int(float(s.get("nvlink_kibps", 0)) * now)),
+            link_errors={(int(e["link"]), kind): float(int(float(e.get(kind, 0)) * now))
+                         for e in s.get("nvlink_errors", ()) for kind in ("replay", "recovery", "crc")},
         )
 
     @staticmethod
@@ -455,6 +475,11 @@ class FakeNvml:
             if fid == api.FI_NVLINK_STATE:
                 return FieldValue(fid, scope, api.SUCCESS, 1.0 if up else 0.0)
             return FieldValue(fid, scope, api.SUCCESS, answers.link_kib if up else 0.0)
+        if fid in _NVLINK_ERROR_FIELDS:
+            if not 0 <= scope < answers.links:
+                return FieldValue(fid, scope, api.INVALID_ARGUMENT, 0.0)
+            return FieldValue(fid, scope, api.SUCCESS,
+                              answers.link_errors.get((scope, _NVLINK_ERROR_FIELDS[fid]), 0.0))
         value = answers.scalars.get(fid)
         if value is None:
             return FieldValue(fid, scope, api.NOT_SUPPORTED, 0.0)

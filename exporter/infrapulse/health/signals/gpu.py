@@ -1,5 +1,6 @@
 """GPU signals (nvml, dcgm): XIDs by class, uncorrectable ECC, row remapping, throttling, lost
-GPUs, and GPUs idle while the node's serving engines queue requests."""
+GPUs, NVLink link errors and NVSwitch fabric registration, and GPUs idle while the node's
+serving engines queue requests."""
 
 from __future__ import annotations
 
@@ -131,6 +132,34 @@ def measure_gpu_lost(ctx: Context) -> list[Measurement]:
             for k, v in gauges_by(ctx, "infrapulse_gpu_healthy", GPU, min).items()]
 
 
+def measure_nvlink_errors(ctx: Context) -> list[Measurement]:
+    """Recoveries (the link retrained) plus CRC errors per GPU link over the event window;
+    replays alone are the protocol doing its job and are not counted."""
+    per_link: dict[tuple[str, str], float] = {}
+    for series in ctx.readings.series("infrapulse_gpu_nvlink_errors_total"):
+        if series.labels.get("type") not in ("recovery", "crc"):
+            continue
+        key = (series.labels.get("gpu", ""), series.labels.get("link", ""))
+        rate = ctx.readings.increase(series, "event_window")
+        per_link[key] = per_link.get(key, 0.0) + (rate.increase if rate is not None else 0.0)
+    return [Measurement(f"{gpu_name((gpu,))} NVLink {link}", n, labels={"gpu": gpu, "link": link})
+            for (gpu, link), n in sorted(per_link.items())]
+
+
+def measure_fabric(ctx: Context) -> list[Measurement]:
+    """1 where a GPU's NVSwitch fabric registration is not completed (or failed)."""
+    out = []
+    for series in ctx.readings.series("infrapulse_gpu_fabric_state"):
+        if _number(series.value) <= 0:
+            continue
+        state, status = series.labels.get("state", ""), series.labels.get("status", "0")
+        bad = state != "completed" or status != "0"
+        note = f"fabric {state}" + (f", status {status}" if status != "0" else "") if bad else ""
+        gpu = series.labels.get("gpu", "")
+        out.append(Measurement(gpu_name((gpu,)), 1.0 if bad else 0.0, note, labels={"gpu": gpu}))
+    return out
+
+
 def measure_idle_while_queued(ctx: Context) -> list[Measurement]:
     """Idle share of each GPU while this node's serving engines have requests waiting."""
     waiting = gauges_by(ctx, "infrapulse_llm_requests_waiting", (), lambda a, b: a + b).get(())
@@ -249,6 +278,42 @@ SIGNALS: list[Signal] = [
         measure=measure_throttle,
         families=("infrapulse_gpu_clock_event_active", "infrapulse_gpu_info"),
         sources=("nvml", "dcgm"),
+    ),
+    Signal(
+        name="nvlink_errors",
+        component="gpu",
+        title="NVLink recoveries and CRC errors",
+        formula="increase of gpu_nvlink_errors{type=recovery|crc} per GPU link over the event window",
+        unit=COUNT,
+        window="event_window",
+        good=0.0,
+        bad=10.0,
+        weight=2.0,
+        phrase="{value} NVLink recovery/CRC error(s)",
+        hint=("a marginal NVLink: collectives over it slow down or fail; reseat or RMA the GPU/baseboard if "
+              "it keeps retraining"),
+        measure=measure_nvlink_errors,
+        families=("infrapulse_gpu_nvlink_errors_total",),
+        sources=("nvml",),
+        counters=("infrapulse_gpu_nvlink_errors_total",),
+    ),
+    Signal(
+        name="fabric_incomplete",
+        component="gpu",
+        title="NVSwitch fabric registration not completed",
+        formula="1 when gpu_fabric_state has state != completed or a non-zero status",
+        unit=FLAG,
+        window="instant",
+        good=0.0,
+        bad=1.0,
+        weight=3.0,
+        phrase="not registered with the NVSwitch fabric",
+        hint=("the GPU cannot run multi-GPU work over NVLink: check nvidia-fabricmanager and the NVSwitch "
+              "SXids in the kernel log, then reset the GPUs or reboot"),
+        measure=measure_fabric,
+        families=("infrapulse_gpu_fabric_state",),
+        sources=("nvml",),
+        critical=True,
     ),
     Signal(
         name="gpu_lost",

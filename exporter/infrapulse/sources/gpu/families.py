@@ -104,6 +104,17 @@ NVLINK_TX = _gpu("infrapulse_gpu_nvlink_transmitted_bytes_total", catalog.COUNTE
 NVLINK_RX = _gpu("infrapulse_gpu_nvlink_received_bytes_total", catalog.COUNTER,
                  "NVLink payload bytes received on this link (data, without protocol overhead).",
                  ("link",), unit="bytes", source="nvml")
+NVLINK_ERRORS = _gpu("infrapulse_gpu_nvlink_errors_total", catalog.COUNTER,
+                     "NVLink data-link errors on this link since the driver loaded, by type: replay "
+                     "(a flit resent), recovery (the link retrained), crc (CRC errors). NVML field "
+                     "values NVLINK_ERROR_DL_REPLAY/RECOVERY/CRC (drivers 525+).",
+                     ("link", "type"), source="nvml")
+FABRIC_STATE = _gpu("infrapulse_gpu_fabric_state", catalog.GAUGE,
+                    "1 for the GPU's NVSwitch fabric registration state (nvmlDeviceGetGpuFabricInfo): "
+                    "not_started, in_progress, completed; status is the NVML return code of the "
+                    "registration (0 = success). Only on NVSwitch systems (HGX/DGX); a GPU not "
+                    "completed cannot run multi-GPU work over NVLink.",
+                    ("state", "status", "clique"), source="nvml")
 XID = _gpu("infrapulse_gpu_xid_errors_total", catalog.COUNTER,
            "XID errors the driver reported since infrapulse started watching, by XID code.", ("xid",),
            source="nvml")

@@ -84,7 +84,14 @@ FI_REMAPPED_COR = 142
 FI_REMAPPED_UNC = 143
 FI_REMAPPED_PENDING = 144
 FI_REMAPPED_FAILURE = 145
+FI_NVLINK_ERROR_DL_REPLAY = 161  # per link (scopeId = link): data-link replays, cumulative
+FI_NVLINK_ERROR_DL_RECOVERY = 162  # per link: link recoveries (retraining), cumulative
+FI_NVLINK_ERROR_DL_CRC = 163  # per link: CRC errors (flit), cumulative
 FI_NVLINK_STATE = 165  # per link: 1 active, 0 inactive
+
+# nvmlGpuFabricState_t (nvmlDeviceGetGpuFabricInfo/V): NVSwitch systems register each GPU with
+# the fabric manager; a GPU not COMPLETED cannot run multi-GPU work over NVLink.
+FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
 
 
 def error_code(exc: BaseException) -> int | None:
@@ -157,6 +164,8 @@ class NvmlApi(Protocol):
     def uuid(self, h: Any) -> str: ...                             # nvmlDeviceGetUUID
     def pci_bus_id(self, h: Any) -> str: ...                       # nvmlDeviceGetPciInfo().busId
     def compute_processes(self, h: Any) -> list[int]: ...          # nvmlDeviceGetComputeRunningProcesses
+    # nvmlDeviceGetGpuFabricInfo: (state, status: an NVML return code, clique id)
+    def fabric_info(self, h: Any) -> tuple[int, int, int]: ...
     def mig_mode(self, h: Any) -> int: ...                         # nvmlDeviceGetMigMode (current)
     def max_mig_device_count(self, h: Any) -> int: ...             # nvmlDeviceGetMaxMigDeviceCount
     def mig_device_handle(self, h: Any, index: int) -> Any: ...    # nvmlDeviceGetMigDeviceHandleByIndex
@@ -231,6 +240,11 @@ class RealNvml:
 
     def compute_processes(self, h: Any) -> list[int]:
         return [int(p.pid) for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h)]
+
+    def fabric_info(self, h: Any) -> tuple[int, int, int]:
+        info = self._nvml.c_nvmlGpuFabricInfo_t()
+        self._nvml.nvmlDeviceGetGpuFabricInfo(h, self._nvml.byref(info))
+        return int(info.state), int(info.status), int(info.cliqueId)
 
     def mig_mode(self, h: Any) -> int:
         return int(self._nvml.nvmlDeviceGetMigMode(h)[0])

@@ -32,7 +32,9 @@ _SCALAR_FIELDS = (
     api_mod.FI_REMAPPED_COR, api_mod.FI_REMAPPED_UNC, api_mod.FI_REMAPPED_PENDING,
     api_mod.FI_REMAPPED_FAILURE,
 )
-_LINK_FIELDS = (api_mod.FI_NVLINK_STATE, api_mod.FI_NVLINK_DATA_TX, api_mod.FI_NVLINK_DATA_RX)
+_LINK_FIELDS = (api_mod.FI_NVLINK_STATE, api_mod.FI_NVLINK_DATA_TX, api_mod.FI_NVLINK_DATA_RX,
+                api_mod.FI_NVLINK_ERROR_DL_REPLAY, api_mod.FI_NVLINK_ERROR_DL_RECOVERY,
+                api_mod.FI_NVLINK_ERROR_DL_CRC)
 
 # field id -> (family, extra label values, scale to base units)
 _SCALAR_MAP: dict[int, tuple[catalog.Family, tuple[str, ...], float]] = {
@@ -51,10 +53,14 @@ _SCALAR_MAP: dict[int, tuple[catalog.Family, tuple[str, ...], float]] = {
     api_mod.FI_REMAPPED_PENDING: (fam.ROW_REMAP_PENDING, (), 1.0),
     api_mod.FI_REMAPPED_FAILURE: (fam.ROW_REMAP_FAILURE, (), 1.0),
 }
-_LINK_MAP: dict[int, tuple[catalog.Family, float]] = {
-    api_mod.FI_NVLINK_STATE: (fam.NVLINK_UP, 1.0),
-    api_mod.FI_NVLINK_DATA_TX: (fam.NVLINK_TX, 1024.0),  # KiB -> bytes
-    api_mod.FI_NVLINK_DATA_RX: (fam.NVLINK_RX, 1024.0),
+# field id -> (family, scale, label values after `link`)
+_LINK_MAP: dict[int, tuple[catalog.Family, float, tuple[str, ...]]] = {
+    api_mod.FI_NVLINK_STATE: (fam.NVLINK_UP, 1.0, ()),
+    api_mod.FI_NVLINK_DATA_TX: (fam.NVLINK_TX, 1024.0, ()),  # KiB -> bytes
+    api_mod.FI_NVLINK_DATA_RX: (fam.NVLINK_RX, 1024.0, ()),
+    api_mod.FI_NVLINK_ERROR_DL_REPLAY: (fam.NVLINK_ERRORS, 1.0, ("replay",)),
+    api_mod.FI_NVLINK_ERROR_DL_RECOVERY: (fam.NVLINK_ERRORS, 1.0, ("recovery",)),
+    api_mod.FI_NVLINK_ERROR_DL_CRC: (fam.NVLINK_ERRORS, 1.0, ("crc",)),
 }
 _FIELD_NAMES = {
     api_mod.FI_ECC_SBE_VOL: "ecc_sbe_volatile", api_mod.FI_ECC_DBE_VOL: "ecc_dbe_volatile",
@@ -66,10 +72,11 @@ _FIELD_NAMES = {
     api_mod.FI_REMAPPED_UNC: "remapped_rows_uncorrectable",
     api_mod.FI_REMAPPED_PENDING: "row_remap_pending", api_mod.FI_REMAPPED_FAILURE: "row_remap_failure",
     api_mod.FI_NVLINK_STATE: "nvlink_state", api_mod.FI_NVLINK_DATA_TX: "nvlink_data_tx",
-    api_mod.FI_NVLINK_DATA_RX: "nvlink_data_rx",
+    api_mod.FI_NVLINK_DATA_RX: "nvlink_data_rx", api_mod.FI_NVLINK_ERROR_DL_REPLAY: "nvlink_replay",
+    api_mod.FI_NVLINK_ERROR_DL_RECOVERY: "nvlink_recovery", api_mod.FI_NVLINK_ERROR_DL_CRC: "nvlink_crc",
 }
 # No documented limit on entries per nvmlDeviceGetFieldValues; a guard for very wide devices
-# (an 18-link H100 needs 14 + 18*3 = 68 entries: one call).
+# (an 18-link H100 needs 14 + 18*6 = 122 entries: one call).
 FIELD_BATCH_MAX = 128
 KB = 1024.0  # NVML's PCIe throughput is in "KB/s"; NVML's KB is binary, as its NVLink KiB counters
 
@@ -87,8 +94,8 @@ def _field_targets(fields: list[tuple[int, int]], base: tuple[str, str],
             family, extra, scale = _SCALAR_MAP[fid]
             targets[(fid, scope)] = (family.name, base + extra + opt, scale)
         else:
-            family, scale = _LINK_MAP[fid]
-            targets[(fid, scope)] = (family.name, base + (str(scope),) + opt,
+            family, scale, extra = _LINK_MAP[fid]
+            targets[(fid, scope)] = (family.name, base + (str(scope),) + extra + opt,
                                      None if family is fam.NVLINK_UP else scale)
     return targets
 
@@ -311,6 +318,13 @@ class GpuPoller:
             kbs = call(gpu, f"pcie_throughput_{direction}", partial(api.pcie_throughput, counter=counter))
             if kbs is not None:
                 snap.add(fam.PCIE_THROUGHPUT, base + (direction,) + opt, kbs * KB)
+        fabric = call(gpu, "fabric_info", api.fabric_info)
+        if fabric is not None and fabric[0] == 0:  # not_supported: no NVSwitch fabric, never asked again
+            gpu.absent.add("fabric_info")
+        elif fabric is not None:
+            fabric_state, status, clique = fabric
+            snap.add(fam.FABRIC_STATE, base + (api_mod.FABRIC_STATES.get(fabric_state, str(fabric_state)),
+                                               str(status), str(clique)) + opt, 1.0)
         if gpu.fields:
             for start in range(0, len(gpu.fields), FIELD_BATCH_MAX):
                 chunk = gpu.fields[start:start + FIELD_BATCH_MAX]
