@@ -4,7 +4,8 @@
 # in tests and benchmarks), chromium (status-page screenshot test) and docker-compose
 # (validates compose.yaml; no Docker engine is needed), systemd (systemd-analyze verify), curl
 # and jq (the quickstarts' commands, which tests/e2e/test_quickstarts.py runs) and victoria-metrics
-# (the single-node server and vmalert: the scale e2e test remote-writes to it).
+# (the single-node server and vmalert: the scale e2e test remote-writes to it), slurm-wlm and munge
+# (a real slurmctld + slurmd on localhost: tests/e2e/test_slurm_real.py attributes a real job).
 # As root with apt, missing ones are installed; otherwise this says exactly what is missing.
 set -euo pipefail
 
@@ -21,6 +22,10 @@ declare -A need=(
   [/usr/bin/jq]=jq
   [/usr/bin/victoria-metrics]=victoria-metrics
   [/usr/bin/vmalert]=victoria-metrics
+  [/usr/sbin/slurmctld]=slurm-wlm
+  [/usr/sbin/slurmd]=slurm-wlm
+  [/usr/bin/srun]=slurm-client
+  [/usr/sbin/munged]=munge
 )
 missing=()
 for bin in "${!need[@]}"; do
@@ -36,7 +41,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   apt-get install -y -qq --no-install-recommends $packages >/dev/null
   # The Debian packages start their services where an init system runs; the tests start
   # their own instances on free ports, so stop any that came up.
-  for svc in prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics; do
+  for svc in prometheus prometheus-alertmanager prometheus-node-exporter victoria-metrics slurmctld slurmd munge; do
     (command -v systemctl >/dev/null && systemctl stop "$svc" 2>/dev/null) || true
   done
   exit 0
