@@ -233,7 +233,7 @@ async def test_a_fifo_is_followed(tmp_path: Path) -> None:
         os.close(writer_r)
 
 
-@pytest.mark.parametrize("mode", ["missing", "denied"])
+@pytest.mark.parametrize("mode", ["missing", "denied", "directory"])
 async def test_an_unreadable_log_is_target_down_naming_the_path(tmp_path: Path, mode: str) -> None:
     path = tmp_path / "kmsg"
     if mode == "denied":
@@ -241,8 +241,50 @@ async def test_an_unreadable_log_is_target_down_naming_the_path(tmp_path: Path, 
             pytest.skip("root reads a mode-000 file")
         path.write_text(_raw(1, 1))
         path.chmod(0)
+    if mode == "directory":  # opens, then read(2) fails (EISDIR): the read path's error
+        path.mkdir()
     source, store = _source(path)
     await source.poll_once()
     status = store.status_of("kmsg", "kmsg")
     assert (status.up, status.reason) == (False, "unreadable")
     assert str(path) in status.message
+
+
+async def test_the_demo_part_records_read_as_events(tmp_path: Path) -> None:
+    from infrapulse.simulate import kmsg as demo
+    from infrapulse.simulate.demo import DemoContext
+    from infrapulse.simulate.scenarios import ScenarioBoard
+
+    part = await demo.demo_part(DemoContext(workdir=tmp_path, scenarios=ScenarioBoard()))
+    source, _ = _source(part.sources["kmsg"]["path"])
+    [result] = await source.collect()
+    await part.close()
+    assert _events(result.snapshot) == {
+        ("module_plugged", "0000:0c:00.0", "", ""): 1.0, ("link_up", "0000:0c:00.0", "", ""): 2.0,
+        (AER, "0000:00:1c.1", DLL, "corrected"): 1.0, ("xid", "0000:38:00.0", "13", "application"): 1.0,
+        ("mlx5_cmd_timeout", "0000:0d:00.0", "", ""): 1.0}
+    assert result.snapshot.get(F.RECORDS.name, ()) == float(len(demo.RECORDS))
+
+
+DEV_KMSG = Path("/dev/kmsg")
+
+
+@pytest.mark.skipif(not os.access(DEV_KMSG, os.R_OK), reason="no readable /dev/kmsg on this host")
+async def test_the_real_dev_kmsg_reads_one_record_per_read_with_a_cursor(tmp_path: Path) -> None:
+    """The character-device path on this host's own kernel log (read only: nothing is written to
+    it). EPIPE (an overrun) cannot be caused without flooding the log, so it is not exercised."""
+    first, _ = _source(DEV_KMSG, tmp_path, boot_id_path="/proc/sys/kernel/random/boot_id")
+    batch = first.reader.read(100000)
+    await first.close()
+    seqs = [r.seq for r in batch.records]
+    assert seqs and all(isinstance(s, int) for s in seqs) and seqs == sorted(seqs)
+    assert all(r.priority is not None and 0 <= r.priority <= 7 for r in batch.records)
+    first.reader.save_cursor()
+    cursor = yaml.safe_load((tmp_path / "kmsg" / "cursor.json").read_text())
+    assert cursor["seq"] == seqs[-1]
+    # A second reader skips everything up to the cursor: only records logged since (if any).
+    second, _ = _source(DEV_KMSG, tmp_path, boot_id_path="/proc/sys/kernel/random/boot_id")
+    again = second.reader.read(100000)
+    await second.close()
+    assert again.skipped > 0  # (not len(seqs): the ring buffer may have dropped old ones since)
+    assert all(r.seq is not None and r.seq > seqs[-1] for r in again.records)

@@ -16,10 +16,11 @@ import errno
 import json
 import os
 import stat
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .records import Record, parse, parse_lines
+from .records import Record, continues, fold, parse
 
 READ_SIZE = 8192  # a /dev/kmsg record is at most ~8 KiB (PRINTK_MESSAGE_MAX + header)
 
@@ -46,7 +47,8 @@ class KmsgReader:
         self._fd: int | None = None
         self._device = False
         self._buffer = b""
-        self._pending: list[str] = []
+        self._pending: deque[str] = deque()
+        self._error: Unreadable | None = None
         self._last_seq: int | None = None
 
     # -- cursor ----------------------------------------------------------------------------
@@ -90,10 +92,19 @@ class KmsgReader:
 
     def read(self, limit: int) -> Batch:
         """Up to `limit` new records (those past the cursor)."""
+        if self._error is not None:  # a read failed after records were taken: report it now
+            error, self._error = self._error, None
+            raise error
         self.open()
         batch = Batch()
         while len(batch.records) < limit:
-            record = self._next(batch)
+            try:
+                record = self._next(batch)
+            except Unreadable as exc:
+                if not batch.records:
+                    raise
+                self._error = exc  # keep what was read (the cursor already covers it)
+                break
             if record is None:
                 break
             if record.seq is not None:
@@ -145,12 +156,13 @@ class KmsgReader:
         return self._take_line()
 
     def _take_line(self) -> Record | None:
-        # Fold the continuation lines that follow into this record (parse_lines).
+        # A record and the continuation lines after it (records.parse_lines); blank lines are none.
         while self._pending:
-            lines = [self._pending.pop(0)]
-            while self._pending and parse_lines([lines[0], self._pending[0]])[1:] == []:
-                lines.append(self._pending.pop(0))
-            folded = parse_lines(lines)
-            if folded:
-                return folded[0]
+            line = self._pending.popleft()
+            if not line.strip():
+                continue
+            record = parse(line)
+            while self._pending and continues(record, self._pending[0]):
+                record = fold(record, self._pending.popleft())
+            return record
         return None

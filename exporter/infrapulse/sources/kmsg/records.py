@@ -64,6 +64,15 @@ def parse(line: str) -> Record:
     return Record(None, None, line.strip(), stamped=False)
 
 
+def continues(record: Record, line: str) -> bool:
+    """Whether `line` is the continuation of `record` (indented, no stamp, under a stamped line)."""
+    return record.stamped and bool(_CONTINUATION.match(line)) and not parse(line).stamped
+
+
+def fold(record: Record, line: str) -> Record:
+    return Record(record.priority, record.seq, record.message + "\n" + line.strip(), record.kernel)
+
+
 def parse_lines(lines: Iterable[str]) -> list[Record]:
     """Lines of a text log: continuation lines (indented, no stamp) are folded into the record
     above them with a newline, as /dev/kmsg keeps them in one record."""
@@ -71,10 +80,8 @@ def parse_lines(lines: Iterable[str]) -> list[Record]:
     for line in lines:
         if not line.strip():
             continue
-        record = parse(line)
-        if (not record.stamped and out and out[-1].stamped and _CONTINUATION.match(line)):
-            prev = out[-1]
-            out[-1] = Record(prev.priority, prev.seq, prev.message + "\n" + line.strip(), prev.kernel)
-            continue
-        out.append(record)
+        if out and continues(out[-1], line):
+            out[-1] = fold(out[-1], line)
+        else:
+            out.append(parse(line))
     return out
