@@ -116,9 +116,9 @@ def build() -> Dashboard:
                    "function: Xid, SXid, GPU fallen off the bus, mlx5 health and timeouts, link and "
                    "module events, PCIe AER (docs/kmsg.md). Not filtered by $gpu: the kernel names "
                    "PCI addresses.",
-                   [target(by("instance, kind, pci_bus_id, code",
+                   [target(by("instance, kind, pci_address, code",
                               increase(sel("infrapulse_kmsg_events_total", SCOPE), "10m")),
-                           "{{instance}} {{pci_bus_id}} {{kind}} {{code}}")], "short", min=0),
+                           "{{instance}} {{pci_address}} {{kind}} {{code}}")], "short", min=0),
         timeseries("Kernel log overruns",
                    "Kernel log records lost before infrapulse read them (/dev/kmsg EPIPE), per 10 minutes.",
                    [target(by("instance", increase(sel("infrapulse_kmsg_overruns_total", SCOPE), "10m")),

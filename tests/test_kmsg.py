@@ -21,7 +21,7 @@ from infrapulse.store import Store
 AER = "pcie_aer"
 DLL, PHY = "data_link_layer", "physical_layer"
 
-# file -> {(kind, pci_bus_id, code, severity): count}: every event the capture holds, nothing else.
+# file -> {(kind, pci_address, code, severity): count}: every event the capture holds, nothing else.
 EXPECTED: dict[str, dict[tuple[str, str, str, str], int]] = {
     "aer-correctable-multi-ctime-dasharo-pr815.txt": {
         (AER, "0000:00:1d.3", DLL, "corrected"): 1, (AER, "0000:06:00.0", PHY, "corrected"): 1},

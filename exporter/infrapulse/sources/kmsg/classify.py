@@ -58,7 +58,7 @@ SUMMARY_MAX = 80
 @dataclass(frozen=True)
 class Event:
     kind: str
-    pci_bus_id: str  # 0000:b3:00.0, "" where the line names no PCI function
+    pci_address: str  # 0000:b3:00.0, "" where the line names no PCI function
     code: str = ""  # XID / SXid number, AER error type
     severity: str = ""  # XID class (xid.py), AER severity, mlx5 health severity
 

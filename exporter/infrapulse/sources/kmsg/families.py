@@ -1,6 +1,7 @@
 """Families of the `kmsg` source: kernel-log events counted per PCI function, by kind (one
-vocabulary, classify.py), and the reader's own counters. `pci_bus_id` is the sysfs form
-(0000:b3:00.0), as in infrapulse_gpu_info's pci_bus_id lower-cased."""
+vocabulary, classify.py), and the reader's own counters. `pci_address` is the sysfs form
+(0000:b3:00.0) that the kernel prints; infrapulse_gpu_info's `pci_bus_id` is NVML's
+(00000000:B3:00.0), hence another label name."""
 
 from __future__ import annotations
 
@@ -18,16 +19,16 @@ EVENTS = catalog.declare(
     "(physical_layer, data_link_layer, transaction_layer); severity: the XID class (critical, "
     "application, other), the AER severity (corrected, uncorrected_nonfatal, uncorrected_fatal), "
     "the mlx5 health severity; \"\" where none applies.",
-    ("kind", "pci_bus_id", "code", "severity"), source=SRC)
+    ("kind", "pci_address", "code", "severity"), source=SRC)
 LAST_EVENT = catalog.declare(
     "infrapulse_kmsg_last_event_info", catalog.INFO,
     "1 for the last kernel-log event of each PCI function: its kind, code and a fixed summary of "
     "that kind (at most 80 characters, never log text).",
-    ("pci_bus_id", "kind", "code", "summary"), source=SRC)
+    ("pci_address", "kind", "code", "summary"), source=SRC)
 LAST_EVENT_TIME = catalog.declare(
     "infrapulse_kmsg_last_event_timestamp_seconds", catalog.GAUGE,
     "When infrapulse read the last kernel-log event of each PCI function (Unix time).",
-    ("pci_bus_id",), unit="seconds", source=SRC)
+    ("pci_address",), unit="seconds", source=SRC)
 RECORDS = catalog.declare(
     "infrapulse_kmsg_records_total", catalog.COUNTER,
     "Kernel log records read (each counted once across restarts; those at or below the cursor are "

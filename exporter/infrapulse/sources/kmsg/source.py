@@ -87,7 +87,7 @@ class KmsgSource(PollingSource):
                 continue
             for event in classify(record.message):
                 self.events[event] = self.events.get(event, 0) + 1
-                self.last[event.pci_bus_id] = (event, now)
+                self.last[event.pci_address] = (event, now)
         errors = []
         try:
             self.reader.save_cursor()
@@ -98,7 +98,7 @@ class KmsgSource(PollingSource):
     def snapshot(self) -> Snapshot:
         snap = Snapshot()
         for event, count in self.events.items():
-            snap.add(F.EVENTS, (event.kind, event.pci_bus_id, event.code, event.severity), float(count))
+            snap.add(F.EVENTS, (event.kind, event.pci_address, event.code, event.severity), float(count))
         for address, (event, when) in self.last.items():
             snap.add(F.LAST_EVENT, (address, event.kind, event.code, event.summary()), 1.0)
             snap.add(F.LAST_EVENT_TIME, (address,), when)
