@@ -110,6 +110,19 @@ def build() -> Dashboard:
         timeseries("PCIe replays",
                    "PCIe replay events per second per GPU: a rising rate means a marginal PCIe link.",
                    [target(by(PER_GPU, rate(g("infrapulse_gpu_pcie_replays_total"))), LEGEND)], "cps", min=0),
+        row("Kernel log"),
+        timeseries("Kernel log events",
+                   "Driver events in the kernel log (kmsg source) over the last 10 minutes, per PCI "
+                   "function: Xid, SXid, GPU fallen off the bus, mlx5 health and timeouts, link and "
+                   "module events, PCIe AER (docs/kmsg.md). Not filtered by $gpu: the kernel names "
+                   "PCI addresses.",
+                   [target(by("instance, kind, pci_address, code",
+                              increase(sel("infrapulse_kmsg_events_total", SCOPE), "10m")),
+                           "{{instance}} {{pci_address}} {{kind}} {{code}}")], "short", min=0),
+        timeseries("Kernel log overruns",
+                   "Kernel log records lost before infrapulse read them (/dev/kmsg EPIPE), per 10 minutes.",
+                   [target(by("instance", increase(sel("infrapulse_kmsg_overruns_total", SCOPE), "10m")),
+                           "{{instance}}")], "short", min=0),
     ]
     return Dashboard(
         uid=UID, title="infrapulse / GPU",

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 SYSTEM_TOOLS = frozenset({
     "prometheus", "promtool", "prometheus-alertmanager", "alertmanager", "amtool",
     "prometheus-node-exporter", "node_exporter", "chromium", "docker-compose", "systemd-analyze",
-    "curl", "jq", "victoria-metrics", "vmalert",
+    "curl", "jq", "victoria-metrics", "vmalert", "munged", "slurmctld", "slurmd", "srun", "sinfo", "scancel",
 })
 
 

@@ -11,6 +11,7 @@ Never `simulate`, `health`, `daemon` or `cli`.
 
   nic/      RDMA ports from /sys/class/infiniband, NIC driver stats through the ethtool ioctl
   gpu/      NVML (poller + XID watcher) and dcgm-exporter ingestion, sharing one family set
+  kmsg/     the kernel log (/dev/kmsg): Xid, SXid, mlx5, AER events per PCI function
   gnmi/     switch telemetry over gNMI streams, vendor profiles, sharding
   serving/  LLM serving engines (vLLM, SGLang, TensorRT-LLM, TGI) in one schema
   probe/    active probes: nccl-tests, perftest and dropped job results with baselines; the
@@ -24,6 +25,7 @@ from __future__ import annotations
 from .base import Source
 from .gnmi import spec as gnmi_spec
 from .gpu import spec as gpu_spec
+from .kmsg import spec as kmsg_spec
 from .nic import spec as nic_spec
 from .probe import spec as probe_spec
 from .serving import spec as serving_spec
@@ -33,6 +35,7 @@ from .workload import spec as workload_spec
 SPECS: tuple[SourceSpec, ...] = (
     *nic_spec.SPECS,
     *gpu_spec.SPECS,
+    *kmsg_spec.SPECS,
     *gnmi_spec.SPECS,
     *serving_spec.SPECS,
     *probe_spec.SPECS,

@@ -1,0 +1,11 @@
+"""The kmsg source's spec (sources/spec.py): kernel-log events per PCI function."""
+
+from __future__ import annotations
+
+from ..spec import SourceSpec
+from .source import KmsgSource
+
+SPECS = (
+    SourceSpec(KmsgSource, simulator="kmsg", dashboards=("infrapulse-gpu.json",),
+               alerts=("kmsg.rules.yaml",)),
+)
