@@ -73,6 +73,9 @@ async def test_node_quickstart(tmp_path):
             cfg["sources"]["ethtool"]["stats_dir"] = str(tmp_path / "ethtool")
             cfg["sources"]["nvml"]["fake"] = str(tmp_path / "gpus.yaml")
             cfg["sources"]["roce_config"]["sim_dir"] = str(tmp_path / "roce")
+            # the host's kernel log says what this machine did: a quiet log of our own instead
+            (tmp_path / "kmsg").write_text("")
+            cfg["sources"].setdefault("kmsg", {})["path"] = str(tmp_path / "kmsg")
             path.write_text(yaml.safe_dump(cfg))
 
     walk = Walk(tmp_path, port, forward, backward, set(NODE_SKIPPED), adapt_file=simulate)
