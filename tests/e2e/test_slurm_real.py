@@ -9,13 +9,13 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
+from helpers import wait_until
 from infrapulse import config as config_mod
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, open_fake
 from infrapulse.sources.base import SourceContext
@@ -28,13 +28,7 @@ BIN = {name: shutil.which(name) or f"/usr/bin/{name}" for name in ("srun", "sinf
 
 
 def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    return wait_until(predicate, timeout, what, every=0.2)
 
 
 @pytest.fixture

@@ -194,24 +194,17 @@ class WorkloadSource(PollingSource):
 
     def _snapshot(self, found: Attribution) -> tuple[Snapshot, int]:
         snap = Snapshot()
-        budget, dropped = self.config["max_series"], 0
-        for index, whos in sorted(found.gpu_rows.items()):
-            for who in sorted(whos):
-                if budget <= 0:
-                    dropped += 1
-                    continue
-                budget -= 1
-                snap.add(F.GPU_INFO, (index, found.gpu_uuids.get(index, ""), who.kind, who.workload,
-                                      *who.details()), 1.0)
         netdevs = {row[1]: row[2] for row in found.topology}
-        for device, whos in sorted(found.nic_rows.items()):
-            for who in sorted(whos):
-                if budget <= 0:
-                    dropped += 1
-                    continue
-                budget -= 1
-                snap.add(F.NIC_INFO, (device, netdevs.get(device, ""), who.kind, who.workload,
-                                      *who.details()), 1.0)
+        # (family, the labels before the workload's) per join row, GPUs first: the budget keeps
+        # the first max_series of them, in this stable order
+        rows = [(F.GPU_INFO, (index, found.gpu_uuids.get(index, "")), who)
+                for index, whos in sorted(found.gpu_rows.items()) for who in sorted(whos)]
+        rows += [(F.NIC_INFO, (device, netdevs.get(device, "")), who)
+                 for device, whos in sorted(found.nic_rows.items()) for who in sorted(whos)]
+        kept = rows[:self.config["max_series"]]
+        for family, keys, who in kept:
+            snap.add(family, (*keys, who.kind, who.workload, *who.details()), 1.0)
+        dropped = len(rows) - len(kept)
         for row in found.topology:
             snap.add(F.TOPOLOGY, row, 1.0)
         attributed = len(found.gpu_rows)
