@@ -30,7 +30,17 @@ import yaml
 
 from infrapulse import config as config_mod
 from infrapulse.daemon import Daemon
-from infrapulse.simulate import gnmi_target, gpus, mesh, node, probe, roce_cc, serving_engines
+from infrapulse.simulate import (
+    gnmi_target,
+    gpus,
+    kmsg,
+    mesh,
+    node,
+    probe,
+    roce_cc,
+    serving_engines,
+    workloads,
+)
 from infrapulse.simulate.demo import DEMO_NODES, DemoContext, DemoPart, close_parts, scenario_service
 from infrapulse.simulate.nvml_fake import open_fake
 from infrapulse.simulate.scenarios import ScenarioBoard
@@ -38,7 +48,7 @@ from infrapulse.sources.gpu.nvml import OPEN_FAKE_KEY
 
 # Sources that read the local machine by default: a fabric collector must not read this host's /sys.
 NODE_SOURCES_OFF = {"infiniband": {"enabled": False}, "ethtool": {"enabled": False},
-                    "nvml": {"enabled": False}}
+                    "nvml": {"enabled": False}, "kmsg": {"enabled": False}, "workload": {"enabled": False}}
 
 
 def node_config(interval: str, parts: list[DemoPart], state_dir: Path) -> dict[str, Any]:
@@ -83,9 +93,12 @@ async def run(args: argparse.Namespace) -> None:
         for hostname, port in zip(hostnames, args.node_port):
             node_dir = workdir / hostname
             node_dir.mkdir(parents=True, exist_ok=True)
-            gpu_part = await gpus.demo_part(DemoContext(workdir=node_dir, scenarios=board, hostname=hostname))
-            per_node.append(gpu_part)
-            parts = [*node_parts, gpu_part, *([] if daemons else [probe_part])]
+            node_ctx = DemoContext(workdir=node_dir, scenarios=board, hostname=hostname)
+            gpu_part = await gpus.demo_part(node_ctx)
+            # each node's own workloads (a pod-resources socket of its own) and kernel log
+            own = [gpu_part, await workloads.demo_part(node_ctx), await kmsg.demo_part(node_ctx)]
+            per_node += own
+            parts = [*node_parts, *own, *([] if daemons else [probe_part])]
             daemon = Daemon(node_config(args.interval, parts, node_dir / "state"),
                             hostname=hostname,
                             listen_override=f"127.0.0.1:{port}", source_options={OPEN_FAKE_KEY: open_fake})

@@ -255,6 +255,9 @@ def skip_reason(section: dict[str, Any]) -> str:
     """Why a source does not run with this config, in its own terms."""
     if section.get("enabled") is False:
         return "disabled (enabled: false)"
+    if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
+        return (f"enabled: auto and no kubelet socket ({section['pod_resources_socket'] or 'none'}), "
+                "NVML device or endpoints here")
     if "endpoints" in section:
         return "no endpoints configured"
     if "targets" in section:

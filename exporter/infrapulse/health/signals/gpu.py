@@ -147,9 +147,12 @@ def measure_nvlink_errors(ctx: Context) -> list[Measurement]:
 
 
 def measure_fabric(ctx: Context) -> list[Measurement]:
-    """1 where a GPU's NVSwitch fabric registration is not completed (or failed)."""
+    """1 where a GPU's NVSwitch fabric registration is not completed (or failed). A known GPU
+    without a fabric series has no NVSwitch fabric to register with: 0, not unknown."""
     out = []
+    fabric_gpus = set()
     for series in ctx.readings.series("infrapulse_gpu_fabric_state"):
+        fabric_gpus.add(series.labels.get("gpu", ""))
         if _number(series.value) <= 0:
             continue
         state, status = series.labels.get("state", ""), series.labels.get("status", "0")
@@ -157,6 +160,8 @@ def measure_fabric(ctx: Context) -> list[Measurement]:
         note = f"fabric {state}" + (f", status {status}" if status != "0" else "") if bad else ""
         gpu = series.labels.get("gpu", "")
         out.append(Measurement(gpu_name((gpu,)), 1.0 if bad else 0.0, note, labels={"gpu": gpu}))
+    out += [Measurement(gpu_name((gpu,)), 0.0, "no NVSwitch fabric", labels={"gpu": gpu})
+            for gpu in sorted(known_gpus(ctx) - fabric_gpus)]
     return out
 
 
@@ -301,7 +306,8 @@ SIGNALS: list[Signal] = [
         name="fabric_incomplete",
         component="gpu",
         title="NVSwitch fabric registration not completed",
-        formula="1 when gpu_fabric_state has state != completed or a non-zero status",
+        formula=("1 when gpu_fabric_state has state != completed or a non-zero status (0 for a GPU without "
+                 "an NVSwitch fabric)"),
         unit=FLAG,
         window="instant",
         good=0.0,
@@ -311,7 +317,7 @@ SIGNALS: list[Signal] = [
         hint=("the GPU cannot run multi-GPU work over NVLink: check nvidia-fabricmanager and the NVSwitch "
               "SXids in the kernel log, then reset the GPUs or reboot"),
         measure=measure_fabric,
-        families=("infrapulse_gpu_fabric_state",),
+        families=("infrapulse_gpu_fabric_state", "infrapulse_gpu_info"),
         sources=("nvml",),
         critical=True,
     ),
