@@ -91,6 +91,14 @@ def _flaps(f, x):
               "leaf03")
 
 
+def _switch_port_down(f, x):
+    f.gauge("gnmi", "infrapulse_switch_interface_oper_up", SWQ[:2], 1 - x, "leaf03")
+    f.gauge("gnmi", "infrapulse_switch_lldp_neighbor_info", SWQ[:2] + ("gpu-node-09", "ens2f0np0"), 1,
+            "leaf03")
+    # a never-cabled port that is down is not measured at all
+    f.gauge("gnmi", "infrapulse_switch_interface_oper_up", ("leaf03", "Ethernet48"), 0, "leaf03")
+
+
 def _link_downed(f, x):
     # One link_downed increase is three transitions (error recovery, down, up): flapping on its own.
     f.gauge("infiniband", "infrapulse_rdma_port_info", ("mlx5_0", "1", "InfiniBand", ""), 1, "mlx5_0")
@@ -345,6 +353,7 @@ CASES = [
     ("phy_error_rate", _fcs, "leaf03 Ethernet12"),
     ("phy_error_rate", _nic_phy, "ens1f0np0"),
     ("phy_error_rate", _ib_symbol, "mlx5_0 port 1"),
+    ("switch_port_down", _switch_port_down, "leaf03 Ethernet12"),
     ("link_flaps", _flaps, "leaf03 Ethernet12"),
     ("link_flaps", _link_downed, "mlx5_0 port 1"),
     ("link_flaps", _nic_link_down, "ens1f0np0"),
@@ -434,7 +443,7 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 70
+    assert len(labels) == 71
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")

@@ -104,8 +104,9 @@ SCENARIOS = [
              (("team", "noc"), ("device", "mlx5_0")),
              # its whole weight costs 1.89 points (3 of the rdma component's weights, 0.15 of the score)
              ("retransmission_rate",), ("mlx5_0 port 1",), 98.5),
+    # its whole weight costs 1.6 points (2 of the gpu component's weights, 0.25 of the score)
     Scenario("gpu-thermal", "InfrapulseGpuThrottling", ("ml",),
-             (("team", "ml"),), ("throttle_active",), ("GPU ",), 98.0),
+             (("team", "ml"),), ("throttle_active",), ("GPU ",), 98.5),
     # A firmware upgrade resets the NIC's congestion control: the change pages the NOC (firmware
     # changed with it); ECN NP off on the RDMA priority leads the reasons. Its revert is a second change
     # that stays in the event window after the scenario: a latency scenario with a large drop follows.

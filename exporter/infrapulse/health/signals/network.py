@@ -227,6 +227,22 @@ def measure_link_flaps(ctx: Context) -> list[Measurement]:
     return out
 
 
+def measure_switch_ports_down(ctx: Context) -> list[Measurement]:
+    """1 for a cabled switch port that is operationally down: one with an LLDP neighbour, or
+    whose carrier moved over link.window (it was up a moment ago). An unused, never-cabled port
+    is not a fault; InfrapulseSwitchInterfaceDown pages on the same ports."""
+    cabled = set(gauges_by(ctx, "infrapulse_switch_lldp_neighbor_info", SWI))
+    cabled |= {k for k, r in rates_by(ctx, "infrapulse_switch_interface_carrier_transitions_total", SWI,
+                                      link.LINK).items() if r.increase > 0}
+    out = []
+    for k, up in sorted(gauges_by(ctx, "infrapulse_switch_interface_oper_up", SWI, min).items()):
+        if k in cabled:
+            down = up < 1
+            out.append(Measurement(f"{k[0]} {k[1]}", 1.0 if down else 0.0, "oper down" if down else "",
+                                   labels=SWI_LABELS(k)))
+    return out
+
+
 def measure_gnmi_down(ctx: Context) -> list[Measurement]:
     out = {}
     for (switch,), up in gauges_by(ctx, "infrapulse_switch_up", ("switch",)).items():
@@ -428,6 +444,25 @@ SIGNALS: list[Signal] = [
             "infrapulse_nic_phy_errors_total",
             "infrapulse_rdma_port_symbol_errors_total",
         ),
+    ),
+    Signal(
+        name="switch_port_down",
+        component="network",
+        title="Cabled switch port down",
+        formula=("1 when switch_interface_oper_up == 0 on a port with an LLDP neighbour or whose carrier "
+                 "moved over link.window"),
+        unit=FLAG,
+        window="instant",
+        good=0.0,
+        bad=1.0,
+        weight=3.0,
+        phrase="switch port down",
+        hint="a cabled port lost its link: check the optic/cable and the host NIC on the other end",
+        measure=measure_switch_ports_down,
+        families=("infrapulse_switch_interface_oper_up", "infrapulse_switch_lldp_neighbor_info"),
+        sources=("gnmi",),
+        counters=("infrapulse_switch_interface_carrier_transitions_total",),
+        critical=True,
     ),
     Signal(
         name="link_flaps",
