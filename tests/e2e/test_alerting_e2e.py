@@ -341,20 +341,26 @@ def _surfaces(demo: Demo, prom: PrometheusServer) -> dict[str, str]:
 
 class Agreement:
     """While one scenario is active: every sample in which an alert (warning or above) has been
-    firing since the previous sample must read non-healthy in the API; once, every surface."""
+    firing for longer than Prometheus' lag must read non-healthy in the API; once, every surface."""
+
+    # Prometheus sees the daemon a scrape (2 s) plus an evaluation (1 s) late: an alert on a
+    # condition that has just cleared can still read firing for that long while the API, which
+    # reads the store, is already past it. Only an alert firing longer than this must agree.
+    LAG_S = 5.0
 
     def __init__(self, name: str, prom: PrometheusServer) -> None:
         self.name, self.prom = name, prom
         self.residue = _paging(prom)  # still firing from before this scenario: not its doing
-        self.previous: set[str] = set()
+        self.since: dict[str, float] = {}  # alert -> when it was first seen firing, continuously
         self.paged: set[str] = set()
         self.violations: list[tuple[list[str], str, list[str]]] = []
         self.surfaces: dict[str, str] | None = None
 
     def sample(self, demo: Demo) -> None:
         firing = _paging(self.prom) - self.residue
-        sustained = firing & self.previous
-        self.previous = firing
+        now = time.monotonic()
+        self.since = {a: self.since.get(a, now) for a in firing}
+        sustained = {a for a, t in self.since.items() if now - t >= self.LAG_S}
         self.paged |= firing
         if not sustained:
             return
