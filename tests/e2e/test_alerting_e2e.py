@@ -361,7 +361,7 @@ class Agreement:
         now = time.monotonic()
         self.since = {a: self.since.get(a, now) for a in firing}
         sustained = {a for a, t in self.since.items() if now - t >= self.LAG_S}
-        self.paged |= firing
+        self.paged |= sustained  # what fired past the lag: the surfaces must agree on it once
         if not sustained:
             return
         body = demo.health()
