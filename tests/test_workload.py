@@ -89,6 +89,9 @@ def test_the_process_listening_on_a_port_and_its_descendants(tmp_path):
     _proc_with_listener(tmp_path, 8000, 4100, 55123)
     assert procs.listening_pid(tmp_path, 8000) == 4100
     assert procs.listening_pid(tmp_path, 8001) is None
+    # the PID found last time is read first and kept while it holds the socket; a stale one is not
+    assert procs.listening_pid(tmp_path, 8000, hint=4100) == 4100
+    assert procs.listening_pid(tmp_path, 8000, hint=777) == 4100
     assert procs.descends_from(tmp_path, 4102, 4100)  # a worker's worker
     assert not procs.descends_from(tmp_path, 777, 4100)
 

@@ -35,24 +35,31 @@ def pids(proc_root: Path) -> list[int]:
         return []
 
 
-def listening_pid(proc_root: Path, port: int) -> int | None:
-    """The process holding the listening socket (the lowest PID when several share it)."""
+def listening_pid(proc_root: Path, port: int, hint: int | None = None) -> int | None:
+    """The process holding the listening socket: `hint` (the one found last time) while it still
+    holds it, so a steady node reads one process's fd/ rather than every process's; else the
+    lowest PID that does."""
     inodes = {f"socket:[{i}]" for i in listening_inodes(proc_root, port)}
     if not inodes:
         return None
-    for pid in sorted(pids(proc_root)):
-        fd_dir = proc_root / str(pid) / "fd"
+    if hint is not None and _holds(proc_root, hint, inodes):
+        return hint
+    return next((pid for pid in sorted(pids(proc_root)) if _holds(proc_root, pid, inodes)), None)
+
+
+def _holds(proc_root: Path, pid: int, inodes: set[str]) -> bool:
+    fd_dir = proc_root / str(pid) / "fd"
+    try:
+        entries = os.listdir(fd_dir)
+    except OSError:
+        return False
+    for fd in entries:
         try:
-            entries = os.listdir(fd_dir)
+            if os.readlink(fd_dir / fd) in inodes:
+                return True
         except OSError:
             continue
-        for fd in entries:
-            try:
-                if os.readlink(fd_dir / fd) in inodes:
-                    return pid
-            except OSError:
-                continue
-    return None
+    return False
 
 
 def parent_of(proc_root: Path, pid: int) -> int | None:

@@ -82,6 +82,7 @@ class WorkloadSource(PollingSource):
         self.sysfs_root = Path(config["sysfs_root"])
         self.rules = [EndpointRule(e["name"], e["port"], tuple(e["pods"]), e["namespace"],
                                    tuple(str(g) for g in e["gpus"])) for e in config["endpoints"]]
+        self._listeners: dict[int, int] = {}  # endpoint port -> the PID found listening last time
         self._nvml: NvmlApi | None = None
         self._nvml_error = ""
 
@@ -144,9 +145,11 @@ class WorkloadSource(PollingSource):
         for rule in self.rules:
             if not rule.port:
                 continue
-            pid = listening_pid(self.proc_root, rule.port)
+            pid = listening_pid(self.proc_root, rule.port, self._listeners.get(rule.port))
             if pid is None:
+                self._listeners.pop(rule.port, None)
                 continue
+            self._listeners[rule.port] = pid
             out[rule.name] = {g.index for g in gpus
                               if any(descends_from(self.proc_root, p, pid) for p in g.pids)}
         return out
