@@ -347,16 +347,51 @@ def test_real_adapter_falls_back_to_the_deprecated_call_on_old_drivers():
         real.clocks_event_reasons(object())
 
 
-def test_the_demo_data_scripts_no_gpu_loss():
-    """Issue 32: the demo paged the ML team an hour in from a scripted `lost_at`, with no scenario
-    shown active. A lost GPU is the `xid` scenario (listed, off unless asked for)."""
+def test_the_demo_data_scripts_nothing_in_time():
+    """Issue 32: the demo paged the ML team an hour in from a scripted `lost_at`, raised XID 13 at
+    90 s and capped GPU 0's power every 600 s, with no scenario shown active. Each is a scenario
+    now (listed, off unless asked for): the demo data times nothing."""
     from infrapulse.simulate.nvml_fake import DEFAULT_DATA
 
     data = yaml.safe_load(DEFAULT_DATA.read_text())
-    assert [i for i, g in enumerate(data["gpus"]) if "lost_at" in g] == []
+    assert [(i, k) for i, g in enumerate(data["gpus"]) for k in ("lost_at", "xids", "episodes") if k in g] == []
     fake = FakeNvml(data, clock=Clock(7200.0))
-    _, errors, _ = poll(fake)
+    poller = GpuPoller(fake)
+    values, errors, _ = poll(fake, poller)
     assert errors == []  # two hours in, every GPU still answers
+    assert samples_of(values, "infrapulse_gpu_xid_errors_total") == {}
+    capped = {dict(k)["gpu"] for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()
+              if v == 1 and dict(k)["reason"] == "power_cap"}
+    assert capped == set()
+
+
+def test_the_demo_scenarios_that_were_scripted_events():
+    """xid-app-error raises XID 13 on GPU 5 once per start; gpu-power-cap caps GPU 0 while active."""
+    from infrapulse.simulate.nvml_fake import DEFAULT_DATA, SCENARIOS
+
+    assert {"xid-app-error", "gpu-power-cap"} <= set(SCENARIOS)
+    data = yaml.safe_load(DEFAULT_DATA.read_text())
+    board = ScenarioBoard()
+    fake = FakeNvml(data, clock=Clock(10.0), scenarios=board)
+    event_set = fake.event_set_create()
+    for h in range(fake.device_count()):
+        fake.register_xid_events(fake.gpus[h].handle, event_set)
+    board.activate("xid-app-error")
+    board.activate("gpu-power-cap")
+    values, errors, _ = poll(fake)
+    assert errors == []
+    events = []
+    while (event := fake.event_set_wait(event_set, 0)) is not None:
+        events.append((event.device.index, event.xid))
+    assert events == [(5, 13)]
+    capped = {dict(k)["gpu"] for k, v in samples_of(values, "infrapulse_gpu_clock_event_active").items()
+              if v == 1 and dict(k)["reason"] == "power_cap"}
+    assert capped == {"0"}
+    assert value(values, "infrapulse_gpu_power_watts", gpu="0", uuid=fake.gpus[0].uuid) == 700
+    board.deactivate("gpu-power-cap")
+    values, _, _ = poll(fake)
+    assert value(values, "infrapulse_gpu_clock_event_active", gpu="0", uuid=fake.gpus[0].uuid,
+                 reason="power_cap") == 0
 
 
 # -- NVLink data-link errors and the NVSwitch fabric (issue 34) --------------------------------

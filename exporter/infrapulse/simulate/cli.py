@@ -22,8 +22,10 @@ import yaml
 def cmd_scenarios(args) -> int:
     from .demo import known_scenarios
 
-    for name, description in sorted(known_scenarios().items()):
-        print(f"{name:16} {description}")
+    scenarios = known_scenarios()
+    width = max(map(len, scenarios), default=0)
+    for name, description in sorted(scenarios.items()):
+        print(f"{name:{width}}  {description}")
     return 0
 
 

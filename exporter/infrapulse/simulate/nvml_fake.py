@@ -33,7 +33,10 @@ from ..sources.gpu.nvml_api import FieldValue, InitError, MemoryInfo, XidEvent
 DEFAULT_DATA = Path(__file__).parent / "data" / "gpus.yaml"
 SCENARIOS = {
     "xid": "a critical XID (79, fallen off the bus) on one GPU, which stays lost while active",
+    "xid-app-error": "an application XID (13, graphics engine exception) on one GPU: the job's bug, "
+                     "not the hardware",
     "gpu-thermal": "thermal and HW slowdown throttling on one GPU: hot, clocks down",
+    "gpu-power-cap": "one GPU at its power limit, SM clock held down by power capping (not a fault)",
 }
 _REASON_BITS = {name: bit for bit, name in fam.CLOCK_EVENT_REASONS}
 _PCI_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
@@ -195,16 +198,20 @@ class FakeNvml:
         return max(due, 0.0)
 
     def _apply_xid_scenario(self) -> None:
-        scenario = self.spec.get("scenarios", {}).get("xid")
-        if self.scenarios is None or not scenario:
+        """Scenarios with an `xid` raise it once each time they start; `lost: true` keeps the
+        GPU lost while active."""
+        if self.scenarios is None:
             return
-        active = self.scenarios.active("xid")
-        gpu = self.gpus[int(scenario.get("gpu", 0)) % len(self.gpus)]
-        if active and not self._scenario_was_active.get("xid"):
-            self._emit(gpu, int(scenario.get("xid", 79)), NO_MIG)
-        if scenario.get("lost"):
-            gpu.lost_by_scenario = active
-        self._scenario_was_active["xid"] = active
+        for name, scenario in self.spec.get("scenarios", {}).items():
+            if "xid" not in scenario:
+                continue
+            active = self.scenarios.active(name)
+            gpu = self.gpus[int(scenario.get("gpu", 0)) % len(self.gpus)]
+            if active and not self._scenario_was_active.get(name):
+                self._emit(gpu, int(scenario["xid"]), NO_MIG)
+            if scenario.get("lost"):
+                gpu.lost_by_scenario = active
+            self._scenario_was_active[name] = active
 
     def _emit(self, gpu: FakeGpu, xid: int, gpu_instance: int) -> None:
         if "xid_events" in gpu.not_supported:
@@ -236,10 +243,10 @@ class FakeNvml:
             t = now % float(episode["every"]) if episode.get("every") else now
             if float(episode["from"]) <= t < float(episode["to"]):
                 self._override(state, episode)
-        thermal = self.spec.get("scenarios", {}).get("gpu-thermal")
-        if thermal and self.scenarios is not None and self.scenarios.active("gpu-thermal") \
-                and int(thermal.get("gpu", 0)) % len(self.gpus) == gpu.index:
-            self._override(state, thermal)
+        if self.scenarios is not None:  # a scenario's values on its GPU while it is active
+            for name, scenario in self.spec.get("scenarios", {}).items():
+                if int(scenario.get("gpu", 0)) % len(self.gpus) == gpu.index and self.scenarios.active(name):
+                    self._override(state, scenario)
         return state
 
     @staticmethod
