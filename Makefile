@@ -54,6 +54,7 @@ GENERATORS := \
 	dashboards/generate.py \
 	alerts/generate_xid_rules.py \
 	alerts/generate_runbook_urls.py \
+	alerts/generate_affected_annotations.py \
 	alerts/generate_prometheusrule.py
 
 generate: $(STAMP)

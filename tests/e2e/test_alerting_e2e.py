@@ -383,6 +383,16 @@ class Agreement:
                 (self.name, sorted(self.paged), self.surfaces)
 
 
+def _assert_the_page_names_the_detractors_workloads(alerts: list[dict], detractor: dict) -> None:
+    """The notification's `affected` annotation (PromQL over the join series) names exactly the
+    workloads the health API's detractor names (health/blast.py over the same series)."""
+    affected = detractor["affected"]
+    named = {f"{w['kind']} {w['name']}" for w in affected["workloads"]}
+    assert affected["state"] == "known" and named, affected
+    for alert in alerts:
+        assert set(alert["annotations"]["affected"].split(", ")) == named, (alert["annotations"], affected)
+
+
 def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
     with alerting_stack(tmp_path, SHORT_HEALTH) as (demo, prom, hook):
         listed = demo.known_scenarios()
@@ -417,6 +427,8 @@ def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
                               f"{sorted({(a['receiver'], a['labels']['alertname']) for a in hook.alerts()})}")
             detractors = ev.worst_body and ev.worst_body["detractors"]
             assert ev.detractor is not None and ev.top is not None, (s.name, detractors)
+            if s.name == "pfc-storm":
+                _assert_the_page_names_the_detractors_workloads(fired(s), ev.detractor)
             assert ev.score_dropped(), (s.name, ev.baseline, ev.lowest_score, ev.impact)
             if s.status:
                 assert s.status in ev.statuses, (s.name, ev.statuses)
