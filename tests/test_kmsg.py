@@ -57,8 +57,10 @@ EXPECTED: dict[str, dict[tuple[str, str, str, str], int]] = {
         (AER, "0000:00:01.1", DLL, "corrected"): 1},
     "nvrm-xid79-sxid20034-gpud-readme.txt": {
         ("xid", "0000:91:00.0", "79", "critical"): 1, ("gpu_fallen_off_bus", "0000:91:00.0", "", ""): 1,
-        ("sxid", "0000:06:00.0", "20034", ""): 1, ("sxid", "0000:05:00.0", "20034", ""): 4,
-        ("sxid", "0000:07:00.0", "20034", ""): 3},
+        # the `Fatal` line reports the fault; its `Severity` / `Data` detail lines say neither
+        ("sxid", "0000:06:00.0", "20034", "fatal"): 1, ("sxid", "0000:05:00.0", "20034", "fatal"): 2,
+        ("sxid", "0000:05:00.0", "20034", ""): 2, ("sxid", "0000:07:00.0", "20034", "fatal"): 1,
+        ("sxid", "0000:07:00.0", "20034", ""): 2},
     "nvswitch-sxid12028-isodecode-gpud-pr338.txt": {("sxid", "0000:84:00.0", "12028", ""): 1},
 }
 RECORDS = {  # records per capture: lines, less continuation lines folded into the record above
@@ -152,6 +154,8 @@ def test_unlisted_and_uncorrected_shapes() -> None:
         Event("pcie_aer", "0000:00:03.1", "transaction_layer", "uncorrected_fatal")]
     assert classify("NVRM: Xid (PCI:0000:01:00): 999, pid=1, name=x, y") == [
         Event("xid", "0000:01:00.0", "999", "other")]
+    assert classify("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 11004, Non-fatal, Link 03 ingress") == [
+        Event("sxid", "0000:05:00.0", "11004", "non_fatal")]
 
 
 def _raw(seq_from: int, seq_to: int) -> str:
