@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ... import xid
+from ...pci import sysfs_address
 from .base import COUNT, Context, Measurement, Signal
 
 EVENTS = "infrapulse_kmsg_events_total"
@@ -42,18 +43,6 @@ MLX5_MINOR = frozenset({"warning", "notice", "info", "debug"})
 UNCORRECTED = frozenset({"uncorrected_nonfatal", "uncorrected_fatal"})
 
 EventKey = tuple[str, str, str, str]  # (kind, pci_address, code, severity)
-
-
-def sysfs_address(bus_id: str) -> str:
-    """NVML/DCGM `00000000:B3:00.0` -> the kernel's `0000:b3:00.0` ("" when not a PCI address)."""
-    parts = bus_id.strip().lower().split(":")
-    if len(parts) != 3:
-        return ""
-    try:
-        domain = int(parts[0], 16)
-    except ValueError:
-        return ""
-    return f"{domain:04x}:{parts[1]}:{parts[2] if '.' in parts[2] else parts[2] + '.0'}"
 
 
 def gpus_by_address(ctx: Context) -> dict[str, str]:
