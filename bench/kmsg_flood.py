@@ -190,8 +190,8 @@ def report(r: dict[str, Any]) -> None:
           f"ratio {ours / r['floor_per_10k']:.1f}x")
     flood_share = ours / INTERVAL
     print(f"  a full pass every {INTERVAL:g} s: {flood_share * 100:.2f} % of a core; at {FLOOD_RATE:,} "
-          f"lines/s the bound reads {PER_CYCLE / INTERVAL:,.0f}/s, the rest waits (on /dev/kmsg the ring buffer "
-          "overwrites it: infrapulse_kmsg_overruns_total)")
+          f"lines/s the bound reads {PER_CYCLE / INTERVAL:,.0f}/s, the rest waits (on /dev/kmsg the ring "
+          "buffer overwrites it: infrapulse_kmsg_overruns_total)")
 
 
 def main() -> None:
