@@ -280,6 +280,18 @@ def build() -> Dashboard:
                               f"{sel('infrapulse_rdma_port_state')} == bool 4"), "{{instance}} active"),
                     target(by("instance", sel("infrapulse_rdma_port_state"), "count"), "{{instance}} total")],
                    "none", min=0),
+        timeseries("NIC kernel-log events",
+                   "mlx5/bnxt driver events in the kernel log (kmsg source) over the last 10 minutes, per PCI "
+                   "function: firmware health (scored: kmsg_nic_fault), command and TX timeouts, CQE errors, "
+                   "bnxt errors, module events. Link up/down are not scored here: the link counters "
+                   "above are (docs/kmsg.md).",
+                   [target(by("instance, kind, pci_address",
+                              increase(sel("infrapulse_kmsg_events_total",
+                                           kind="mlx5_health_compromised|mlx5_fw_error|mlx5_cmd_timeout|"
+                                                "cqe_error|tx_timeout|bnxt_error|module_plugged|"
+                                                "module_unplugged|module_error|link_up|link_down|link_init"),
+                                       "10m")),
+                           "{{instance}} {{pci_address}} {{kind}}")], "short", min=0),
         *mesh_panels(),
     ]
     return Dashboard(

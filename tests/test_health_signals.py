@@ -222,6 +222,13 @@ def _nvlink_errors(f, x):
     f.counter("nvml", "infrapulse_gpu_nvlink_errors_total", GPU + ("2", "crc"), 3, 3)  # a clean link
 
 
+def _kmsg(kind, code="", severity="", address="0000:b3:00.0"):
+    def build(f, x):
+        f.counter("kmsg", "infrapulse_kmsg_events_total", (kind, address, code, severity), 0, x)
+        f.counter("kmsg", "infrapulse_kmsg_events_total", ("link_down", address, "", ""), 0, 7)  # not scored
+    return build
+
+
 def _fabric(f, x):
     # x = 1: registration still in progress; x = 0: completed with success
     state = ("in_progress", "0", "0") if x else ("completed", "0", "7")
@@ -385,6 +392,11 @@ CASES = [
     ("nvlink_errors", _nvlink_errors, "GPU 0 NVLink 1"),
     ("fabric_incomplete", _fabric, "GPU 0"),
     ("gpu_idle_while_queued", _idle, "GPU 0"),
+    ("kmsg_gpu_fault", _kmsg("gpu_fallen_off_bus"), "PCI 0000:b3:00.0"),
+    ("kmsg_nic_fault", _kmsg("mlx5_health_compromised", address="0000:0d:00.0"), "NIC 0000:0d:00.0"),
+    ("kmsg_pcie_uncorrected", _kmsg("pcie_aer", "transaction_layer", "uncorrected_fatal"),
+     "PCI 0000:b3:00.0"),
+    ("kmsg_pcie_corrected", _kmsg("pcie_aer", "data_link_layer", "corrected"), "PCI 0000:b3:00.0"),
     ("ttft_p95", _latency("infrapulse_llm_time_to_first_token_seconds"), "endpoint llama"),
     ("itl_p95", _latency("infrapulse_llm_inter_token_latency_seconds"), "endpoint llama"),
     ("queue_ratio", _queue, "endpoint llama"),
@@ -443,7 +455,8 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 71
+    assert len(labels) == 73  # 71 + the kernel log's events and records
+    assert labels["infrapulse_kmsg_events_total"] == ("kind", "pci_address", "code", "severity")
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")

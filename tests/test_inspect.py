@@ -310,6 +310,44 @@ async def test_an_xid_fed_through_health_names_the_gpu_and_the_xid(tmp_path: Pat
     assert [f["target"] for f in compute["findings"] if f["moved"]] == ["GPU 3"]
 
 
+async def test_the_verdict_gpu_carries_its_last_kernel_log_event_as_evidence(tmp_path: Path) -> None:
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+    from infrapulse.inspect.page import render
+    from infrapulse.sources.kmsg.classify import classify
+
+    start = time.time() - 100
+    feed = Feed(start=start)
+    for gpu, bus in (("1", "00000000:3B:00.0"), ("3", "00000000:B3:00.0")):
+        feed.series("nvml", "infrapulse_gpu_healthy", (gpu, f"GPU-{gpu}"), [1.0] * 45, "nvml")
+        feed.series("nvml", "infrapulse_gpu_utilization_ratio", (gpu, f"GPU-{gpu}"), [0.7] * 45, "nvml")
+        feed.series("nvml", "infrapulse_gpu_info", (gpu, f"GPU-{gpu}", "H100", bus, "570.158.01", "12.8"),
+                    [1.0] * 45, "nvml")
+    feed.series("nvml", "infrapulse_gpu_xid_errors_total", ("3", "GPU-3", "79"), [None] * 30 + [1.0] * 15,
+                "nvml")
+    # The kmsg source's series for the same fault: the line shape of the real capture
+    # nvrm-xid79-sxid20034-gpud-readme.txt, on this GPU's address.
+    [event] = classify("NVRM: Xid (PCI:0000:b3:00): 79, pid='<unknown>', name=<unknown>, "
+                       "GPU has fallen off the bus.")
+    read_at = start + 30.5
+    feed.series("kmsg", "infrapulse_kmsg_last_event_info",
+                (event.pci_address, event.kind, event.code, event.summary()), [None] * 30 + [1.0] * 15)
+    feed.series("kmsg", "infrapulse_kmsg_last_event_timestamp_seconds", (event.pci_address,),
+                [None] * 30 + [read_at] * 15)
+    # Another GPU's event is not this verdict's evidence.
+    feed.series("kmsg", "infrapulse_kmsg_last_event_info", ("0000:3b:00.0", "pcie_aer", "physical_layer",
+                "PCIe AER corrected physical_layer error"), [1.0] * 45)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
+    (report,) = await _drive(feed, start, health, service)
+    assert (report["verdict"]["layer"], report["verdict"]["target"]) == ("compute", "GPU 3")
+    assert report["verdict"]["kernel_log"] == {
+        "pci_address": "0000:b3:00.0", "kind": "xid", "code": "79",
+        "summary": "Xid 79: GPU has fallen off the bus", "timestamp": read_at}
+    assert "kernel log, PCI 0000:b3:00.0: Xid 79: GPU has fallen off the bus (xid) at " in render(report)
+
+
 async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: Path) -> None:
     start = time.time() - 100  # the store expires snapshots older than their staleness
     feed = _storming_feed(start)
@@ -324,6 +362,7 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
     report = made[0]
     assert report["verdict"]["layer"] == "network"
     assert report["verdict"]["target"] == "ens1f0np0 priority 3 rx"
+    assert report["verdict"]["kernel_log"] is None  # a netdev is not mapped to a PCI function
     assert report["trigger"]["kind"] == "score"
     network = next(layer for layer in report["layers"] if layer["name"] == "network")
     top = network["findings"][0]

@@ -3,6 +3,7 @@ value; the reader's cursor across two source instances; a missing log is target 
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -57,8 +58,10 @@ EXPECTED: dict[str, dict[tuple[str, str, str, str], int]] = {
         (AER, "0000:00:01.1", DLL, "corrected"): 1},
     "nvrm-xid79-sxid20034-gpud-readme.txt": {
         ("xid", "0000:91:00.0", "79", "critical"): 1, ("gpu_fallen_off_bus", "0000:91:00.0", "", ""): 1,
-        ("sxid", "0000:06:00.0", "20034", ""): 1, ("sxid", "0000:05:00.0", "20034", ""): 4,
-        ("sxid", "0000:07:00.0", "20034", ""): 3},
+        # the `Fatal` line reports the fault; its `Severity` / `Data` detail lines say neither
+        ("sxid", "0000:06:00.0", "20034", "fatal"): 1, ("sxid", "0000:05:00.0", "20034", "fatal"): 2,
+        ("sxid", "0000:05:00.0", "20034", ""): 2, ("sxid", "0000:07:00.0", "20034", "fatal"): 1,
+        ("sxid", "0000:07:00.0", "20034", ""): 2},
     "nvswitch-sxid12028-isodecode-gpud-pr338.txt": {("sxid", "0000:84:00.0", "12028", ""): 1},
 }
 RECORDS = {  # records per capture: lines, less continuation lines folded into the record above
@@ -152,6 +155,8 @@ def test_unlisted_and_uncorrected_shapes() -> None:
         Event("pcie_aer", "0000:00:03.1", "transaction_layer", "uncorrected_fatal")]
     assert classify("NVRM: Xid (PCI:0000:01:00): 999, pid=1, name=x, y") == [
         Event("xid", "0000:01:00.0", "999", "other")]
+    assert classify("nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 11004, Non-fatal, Link 03 ingress") == [
+        Event("sxid", "0000:05:00.0", "11004", "non_fatal")]
 
 
 def _raw(seq_from: int, seq_to: int) -> str:
@@ -269,7 +274,8 @@ DEV_KMSG = Path("/dev/kmsg")
 @pytest.mark.skipif(not os.access(DEV_KMSG, os.R_OK), reason="no readable /dev/kmsg on this host")
 async def test_the_real_dev_kmsg_reads_one_record_per_read_with_a_cursor(tmp_path: Path) -> None:
     """The character-device path on this host's own kernel log (read only: nothing is written to
-    it). EPIPE (an overrun) cannot be caused without flooding the log, so it is not exercised."""
+    it). EPIPE (an overrun) cannot be caused without flooding the log: a fake device exercises it
+    (test_an_overrun_epipe_is_counted_once_and_the_records_after_it_are_read)."""
     first, _ = _source(DEV_KMSG, tmp_path, boot_id_path="/proc/sys/kernel/random/boot_id")
     batch = first.reader.read(100000)
     await first.close()
@@ -285,3 +291,51 @@ async def test_the_real_dev_kmsg_reads_one_record_per_read_with_a_cursor(tmp_pat
     await second.close()
     assert again.skipped > 0  # (not len(seqs): the ring buffer may have dropped old ones since)
     assert all(r.seq is not None and r.seq > seqs[-1] for r in again.records)
+
+
+class _FakeDevKmsg:
+    """A /dev/kmsg-like character device: one record per read(2), EPIPE where the ring buffer
+    overwrote records, EAGAIN when caught up."""
+
+    def __init__(self, script: list[bytes | int]) -> None:
+        self.script = list(script)
+
+    def read(self, fd: int, size: int) -> bytes:
+        if not self.script:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        step = self.script.pop(0)
+        if isinstance(step, int):
+            raise OSError(step, os.strerror(step))
+        return step
+
+
+def _xid_record(seq: int) -> bytes:
+    text = f"4,{seq},{seq * 1000},-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
+    return text.encode()
+
+
+async def test_an_overrun_epipe_is_counted_once_and_the_records_after_it_are_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infrapulse.sources.kmsg import reader as reader_mod
+
+    # Records 1-2, then the ring buffer overwrote 3-9 (EPIPE), then the oldest still there: 10-12.
+    fake = _FakeDevKmsg([_xid_record(1), _xid_record(2), errno.EPIPE,
+                         _xid_record(10), _xid_record(11), _xid_record(12)])
+    log = tmp_path / "kmsg"
+    log.write_text("")
+    source, _ = _source(log)
+    source.reader.open()
+    source.reader._device = True  # read as the character device: one record per read(2)
+    monkeypatch.setattr(reader_mod.os, "read", fake.read)
+    [result] = await source.collect()
+    assert result.reason == "ok"
+    assert result.snapshot.get(F.OVERRUNS.name, ()) == 1.0
+    assert result.snapshot.get(F.RECORDS.name, ()) == 5.0
+    assert _events(result.snapshot) == {("xid", "0000:3b:00.0", "79", "critical"): 5.0}
+    assert source.reader.cursor == 12
+    # Caught up (EAGAIN): nothing more, the overrun is not counted again.
+    fake.script = [_xid_record(13)]
+    [again] = await source.collect()
+    assert again.snapshot.get(F.OVERRUNS.name, ()) == 1.0
+    assert again.snapshot.get(F.RECORDS.name, ()) == 6.0
+    assert _events(again.snapshot) == {("xid", "0000:3b:00.0", "79", "critical"): 6.0}

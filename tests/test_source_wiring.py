@@ -26,10 +26,9 @@ SPEC = specs()
 # Sources doctor cannot check in one shot yet (a probe run or the mesh need peers and minutes).
 WITHOUT_DOCTOR_PROBE = {"probe", "mesh"}
 # Sources the score does not score: what they export names who a fault hurts (health/blast.py);
-# kmsg: not scored yet (its Xid events would count twice beside the NVML XID signals; docs/kmsg.md).
-NOT_SCORED = {"workload", "kmsg"}
+NOT_SCORED = {"workload"}
 # Of those, the ones nothing in health/ reads at all (workload feeds the blast radius).
-NOT_READ_BY_HEALTH = {"kmsg"}
+NOT_READ_BY_HEALTH: set[str] = set()
 FAMILY = re.compile(r"\binfrapulse_[a-z0-9_]+")
 
 

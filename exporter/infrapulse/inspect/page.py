@@ -62,6 +62,15 @@ def _layer(layer: dict[str, Any]) -> str:
     return f'<h2 id="{_esc(layer["name"])}">{_esc(layer["name"])}: {state}</h2>{table}{tail}'
 
 
+def _kernel_log(event: dict[str, Any] | None) -> str:
+    """The verdict device's last kernel-log event (inspect/kernel_log.py), as a line."""
+    if not event:
+        return ""
+    when = f" at {_when(event['timestamp'])}" if event.get("timestamp") is not None else ""
+    return (f'<br>kernel log, PCI {_esc(event["pci_address"])}: {_esc(event["summary"])} '
+            f'({_esc(event["kind"])}){when}')
+
+
 def render(report: dict[str, Any]) -> str:
     verdict = report["verdict"]
     trigger = report["trigger"]
@@ -82,7 +91,7 @@ def render(report: dict[str, Any]) -> str:
             + f"<h1>Inspection {_esc(report['id'])} on {_esc(report['host'])}</h1>"
             f'<p class="{cls}" id="verdict">verdict: <b>{_esc(verdict["layer"])}</b>'
             f'{" – " + _esc(verdict["target"]) if verdict["target"] else ""}<br>{_esc(verdict["text"])}'
-            f'{affected_line(verdict.get("affected"))}</p>'
+            f'{affected_line(verdict.get("affected"))}{_kernel_log(verdict.get("kernel_log"))}</p>'
             f"<p>{why} ({_esc(trigger['kind'])}). {windows}.</p>"
             f"<p>Serving endpoints on this node: {_esc(endpoints)}.</p>"
             + layers + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")

@@ -59,7 +59,8 @@ class View:
 
 Sampled = tuple[Meta, float]
 COMPUTE_EVIDENCE = frozenset({"xid_critical", "xid_other", "ecc_uncorrectable", "gpu_lost",
-                              "row_remap_failure", "throttle_active"})
+                              "row_remap_failure", "throttle_active", "kmsg_gpu_fault",
+                              "kmsg_pcie_uncorrected"})
 # Switch-side targets of a fabric-only daemon: its worst few per signal (a fabric has 100k queues).
 FABRIC_TARGETS_PER_SIGNAL = 20
 

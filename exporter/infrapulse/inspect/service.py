@@ -20,7 +20,7 @@ from aiohttp import web
 from ..health.scoring import Report
 from ..services import Channel
 from ..store import Snapshot, Store, stale_after
-from . import compute, network, queue
+from . import compute, kernel_log, network, queue
 from .api import routes as api_routes
 from .compare import Finding, Windows, windows
 from .families import (
@@ -156,6 +156,9 @@ class InspectionService:
         latest = self.health_reports.latest
         endpoints = queue.endpoints(self.view(latest)) if latest is not None else []
         report = build(self.hostname, trigger, win, layers, endpoints, notes, started)
+        # The kernel log's last event of the verdict's device, as evidence (inspect/kernel_log.py).
+        report["verdict"]["kernel_log"] = kernel_log.last_event(
+            self.store, verdict_labels(report["verdict"], layers))
         workloads = latest.workloads if latest is not None else None
         if workloads is not None:  # the blast radius of the verdict's target (health/blast.py)
             report["verdict"]["affected"] = workloads.affected(

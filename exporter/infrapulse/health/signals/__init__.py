@@ -1,6 +1,7 @@
 """Every health signal: what it reads, its formula, window, thresholds, weight and wording.
 
-One module per component (network, rdma, gpu, serving, probe, topology), each with its measure
+One module per component (network, rdma, gpu, serving, probe, topology) or source (link,
+roce_config, kmsg), each with its measure
 functions and its `SIGNALS` list; `base` holds what they share. The source registry
 (`sources.SPECS`) names the modules that score each source; `SIGNALS` here is all of them, in
 `ORDER` (topology last: it reuses the network measurements of the same pass), a module a new
@@ -33,11 +34,14 @@ from .base import (
     Signal,
     format_seconds,
 )
-from .gpu import SPARSE_COUNTERS
+from .gpu import SPARSE_COUNTERS as _GPU_SPARSE
+from .kmsg import EVENTS as _KMSG_EVENTS
 from .link import BASELINE_COUNTERS
 
 # The order components and signals are listed and evaluated in (the API, docs/health.md).
-ORDER = ("network", "link", "rdma", "roce_config", "gpu", "serving", "probe", "topology")
+ORDER = ("network", "link", "rdma", "roce_config", "gpu", "kmsg", "serving", "probe", "topology")
+# Counter families whose series only appear once an event happened (absence = zero).
+SPARSE_COUNTERS = _GPU_SPARSE | {_KMSG_EVENTS}
 
 
 def _modules() -> list[ModuleType]:

@@ -60,7 +60,7 @@ class Event:
     kind: str
     pci_address: str  # 0000:b3:00.0, "" where the line names no PCI function
     code: str = ""  # XID / SXid number, AER error type
-    severity: str = ""  # XID class (xid.py), AER severity, mlx5 health severity
+    severity: str = ""  # XID class (xid.py), AER severity, mlx5 health severity, SXid fatal/non_fatal
 
     def summary(self) -> str:
         meaning = ""
@@ -75,6 +75,7 @@ class Event:
 _PCI = r"[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
 _XID = re.compile(rf"NVRM: Xid \(PCI:({_PCI})\): (\d+)")
 _SXID = re.compile(rf"SXid \(PCI:({_PCI})\): (\d+)")
+_SXID_SEVERITY = re.compile(r", (Fatal|Non-fatal),", re.I)
 # Legacy `GPU at 0000:01:00.0 has fallen off the bus`, `GPU 0000:09:00.0: GPU has fallen off the
 # bus` and the 570 multi-line `The NVIDIA GPU 0000:b3:00.0 / ... / fallen off the bus`.
 _FALLEN = re.compile(rf"NVRM: (?:The NVIDIA )?GPU (?:at )?({_PCI})\b.*?fallen off the bus", re.S)
@@ -105,7 +106,13 @@ def classify(message: str) -> list[Event]:
         return _nvrm(message)
     if "SXid" in message:
         m = _SXID.search(message)
-        return [Event(SXID, pci_function(m.group(1)), m.group(2))] if m else []
+        if not m:
+            return []
+        # The driver marks the line that reports the fault `Fatal` / `Non-fatal`; its `Severity`
+        # and `Data` detail lines carry neither ("").
+        fatal = _SXID_SEVERITY.match(message, m.end())
+        severity = fatal.group(1).lower().replace("-", "_") if fatal else ""
+        return [Event(SXID, pci_function(m.group(1)), m.group(2), severity)]
     if "PCIe Bus Error" in message:
         return _aer(message)
     if _WATCHDOG.search(message):  # names a netdev, not a PCI function

@@ -18,7 +18,7 @@ EVENTS = catalog.declare(
     "line names (\"\" where it names none). code: the XID or SXid number, the AER error type "
     "(physical_layer, data_link_layer, transaction_layer); severity: the XID class (critical, "
     "application, other), the AER severity (corrected, uncorrected_nonfatal, uncorrected_fatal), "
-    "the mlx5 health severity; \"\" where none applies.",
+    "the mlx5 health severity, the SXid line's fatal / non_fatal; \"\" where none applies.",
     ("kind", "pci_address", "code", "severity"), source=SRC)
 LAST_EVENT = catalog.declare(
     "infrapulse_kmsg_last_event_info", catalog.INFO,

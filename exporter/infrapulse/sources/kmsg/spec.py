@@ -6,6 +6,6 @@ from ..spec import SourceSpec
 from .source import KmsgSource
 
 SPECS = (
-    SourceSpec(KmsgSource, simulator="kmsg", dashboards=("infrapulse-gpu.json",),
-               alerts=("kmsg.rules.yaml",)),
+    SourceSpec(KmsgSource, signals=("kmsg",), simulator="kmsg",
+               dashboards=("infrapulse-gpu.json", "infrapulse-fabric.json"), alerts=("kmsg.rules.yaml",)),
 )
