@@ -124,7 +124,8 @@ async def test_doctor_names_every_problem_and_exits_1(tmp_path):
         rows = _rows(checks)
         assert code == 1
         assert rows[("gnmi", "leaf01")][0] == "FAIL" and "unauthenticated" in rows[("gnmi", "leaf01")][1]
-        assert _fixes(checks)[("gnmi", "leaf01")] == "user name or password wrong (the password itself is never shown)"
+        assert _fixes(checks)[("gnmi", "leaf01")] == (
+            "user name or password wrong (the password itself is never shown)")
         assert all("wrong-password" not in c.detail for c in checks)
 
         # The CA file gone; an engine that stopped.

@@ -3,7 +3,9 @@
 Node sources that poll (infiniband, ethtool, dcgm, and any later one) run one collection into a
 throwaway store: the same code the daemon runs, so "found" here means the daemon finds it too.
 NVML is opened and closed; each gNMI target is dialled and asked for Capabilities, which must
-offer an encoding its profile speaks; each serving endpoint is scraped once and its engine named.
+offer an encoding its profile speaks, then for one Get per mapping of its profile (`fit`: which
+profile fits); each serving endpoint is scraped once and its engine named. A source whose
+`unavailable` names a reason gets that reason, in check-config's words, instead of a probe.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 NOT_ON_THIS_HOST = "enabled but not on this host"
-PROFILE_PLACEHOLDER = "<the profile it names>"
+PROFILE_PLACEHOLDER = "{the profile it names}"
 NODE_DOC, SWITCH_DOC = "docs/quickstart-node.md", "docs/quickstart-switch.md"
 
 
@@ -70,12 +70,12 @@ ENTRIES: tuple[Entry, ...] = (
     # -- gNMI ----------------------------------------------------------------------------------
     Entry("gnmi.unauthenticated", "gnmi", r"\bunauthenticated\b",
           "user name or password wrong (the password itself is never shown)", "unauthenticated", SWITCH_DOC),
+    Entry("gnmi.files", "gnmi", r"\bcannot read |^credentials: ",
+          "the `file` or `env` row of that key says what is wrong with it (step 2)",
+          "tls: cannot read tls.ca_file ...", SWITCH_DOC),
     Entry("gnmi.tls", "gnmi", r"\btls: ", "wrong `ca_file`, or `server_name` is not the name in the switch "
           "certificate; a plaintext gNMI port needs `insecure: true`",
           "tls: TLS handshake failed ...", SWITCH_DOC),
-    Entry("gnmi.files", "gnmi", r"\bcannot read ",
-          "the `file` row of that key says what is wrong with it (step 2)",
-          "cannot read tls.ca_file ...", SWITCH_DOC),
     Entry("gnmi.encoding", "gnmi", r"\bencoding: ", "the profile does not fit this NOS (step 3)",
           "encoding: the switch supports ...; profile ... needs one of ...", SWITCH_DOC),
     Entry("gnmi.profile", "gnmi", r"^profile \S+: \d+ of \d+ mappings answered .*; \S+ answers",
