@@ -81,6 +81,10 @@ def _rows(checks) -> dict[tuple[str, str], tuple[str, str]]:
     return {(c.area, c.target): (c.result, c.detail) for c in checks}
 
 
+def _fixes(checks) -> dict[tuple[str, str], str]:
+    return {(c.area, c.target): c.fix for c in checks}
+
+
 async def test_doctor_passes_on_a_host_that_matches_its_config(tmp_path):
     async with _simulators(tmp_path) as (pki, switch, vllm, tgi):
         path = _config(tmp_path, pki, switch, vllm, tgi)
@@ -97,9 +101,12 @@ async def test_doctor_passes_on_a_host_that_matches_its_config(tmp_path):
     assert set(ethtool) == {"ens1f0np0", "ens2f0np0"}
     assert all(result == "ok" and "driver statistics" in detail for result, detail in ethtool.values())
     assert rows[("nvml", "nvml")][0] == "ok" and "driver 570.133.20, 8 GPU(s)" in rows[("nvml", "nvml")][1]
-    # gNMI over TLS with the password: Capabilities answered, and SONiC's profile gets JSON_IETF.
+    # gNMI over TLS with the password: Capabilities answered, SONiC's profile gets JSON_IETF, and
+    # one Get per mapping: the Mellanox platform has one of the four PFC pause families, and no
+    # LLDP neighbour is cabled; the 202511 profile reads the PG watermarks this release has too.
     assert rows[("gnmi", "leaf01")] == (
-        "ok", f"{switch.address} (TLS): gNMI 0.8.0, encodings JSON_IETF; profile sonic will use json_ietf")
+        "ok", f"{switch.address} (TLS): gNMI 0.8.0, encodings JSON_IETF; profile sonic will use json_ietf; "
+              "22 of 26 mappings answered a Get; sonic-202511 answers 24 of 28")
     assert rows[("serving", "llama")][0] == "ok" and "engine vllm" in rows[("serving", "llama")][1]
     assert rows[("serving", "mistral")][0] == "ok" and "engine tgi" in rows[("serving", "mistral")][1]
     # Files the config names: the CA is a certificate, the password is read but never shown.
@@ -117,6 +124,8 @@ async def test_doctor_names_every_problem_and_exits_1(tmp_path):
         rows = _rows(checks)
         assert code == 1
         assert rows[("gnmi", "leaf01")][0] == "FAIL" and "unauthenticated" in rows[("gnmi", "leaf01")][1]
+        assert _fixes(checks)[("gnmi", "leaf01")] == (
+            "user name or password wrong (the password itself is never shown)")
         assert all("wrong-password" not in c.detail for c in checks)
 
         # The CA file gone; an engine that stopped.
@@ -132,6 +141,10 @@ async def test_doctor_names_every_problem_and_exits_1(tmp_path):
     assert rows[("gnmi", "leaf01")][0] == "FAIL" and "cannot read tls.ca_file" in rows[("gnmi", "leaf01")][1]
     result, detail = rows[("serving", "mistral")]
     assert result == "FAIL" and "connection_refused" in detail
+    fixes = _fixes(checks)
+    assert fixes[("serving", "mistral")] == "the engine is not running, or serves its metrics on another port"
+    assert fixes[("file", CA_KEY)] == "create it, or correct the path in the config"
+    assert all(c.fix for c in checks if c.result in ("FAIL", "warn"))
     assert rows[("serving", "llama")][0] == "ok"
 
 
@@ -144,6 +157,7 @@ async def test_doctor_checks_the_profile_encoding_against_capabilities(tmp_path)
     assert code == 1 and result == "FAIL"
     assert detail == (f"{switch.address}: encoding: the switch supports PROTO, JSON; "
                       "profile sonic needs one of json_ietf")
+    assert _fixes(checks)[("gnmi", "leaf01")] == "the profile does not fit this NOS (step 3)"
 
 
 def test_file_checks_by_kind(tmp_path):

@@ -126,7 +126,10 @@ def cmd_check_config(args) -> int:
         print(f"config error: {args.file}: {check.target}: {check.detail}", file=sys.stderr)
     if missing:
         return 2
-    absent = f"; enabled but not on this host: {'; '.join(not_here)}" if not_here else ""
+    from .doctor.vocabulary import NOT_ON_THIS_HOST
+
+    # doctor's row for such a source reads "<NOT_ON_THIS_HOST>: <the same reason>"
+    absent = f"; {NOT_ON_THIS_HOST}: {'; '.join(not_here)}" if not_here else ""
     print(f"{args.file}: ok (listen {cfg['listen']}, interval {format_duration(cfg['interval'])}, "
           f"sources that would run here: {', '.join(runs) or 'none'}{absent})")
     for warning in warnings:

@@ -21,7 +21,7 @@ from ..sources import registry
 from ..sources.gnmi.config import TargetsFileError, read_targets_file
 from .files import check_files
 from .probes import probe_all
-from .report import FAIL, OK, WARN, Check, summary, table
+from .report import FAIL, OK, WARN, Check, summary, table, with_fix
 
 OptionsFor = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -88,9 +88,10 @@ async def run_checks(path: str, options_for: OptionsFor, web_config: str | None 
     if web_config:
         checks += web_config_checks(web_config)
     if cfg is None or any(c.result == FAIL for c in checks):
-        return 2, checks
+        return 2, [with_fix(c) for c in checks]
     checks += referenced_file_checks(cfg)
     checks += await probe_all(cfg, options_for(cfg), hostname or cfg["hostname"] or socket.gethostname())
+    checks = [with_fix(c) for c in checks]
     return (1 if any(c.result == FAIL for c in checks) else 0), checks
 
 

@@ -3,7 +3,9 @@
 Node sources that poll (infiniband, ethtool, dcgm, and any later one) run one collection into a
 throwaway store: the same code the daemon runs, so "found" here means the daemon finds it too.
 NVML is opened and closed; each gNMI target is dialled and asked for Capabilities, which must
-offer an encoding its profile speaks; each serving endpoint is scraped once and its engine named.
+offer an encoding its profile speaks, then for one Get per mapping of its profile (`fit`: which
+profile fits); each serving endpoint is scraped once and its engine named. A source whose
+`unavailable` names a reason gets that reason, in check-config's words, instead of a probe.
 """
 
 from __future__ import annotations
@@ -33,7 +35,9 @@ from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
 from ..sources.serving.source import Endpoint, ServingSource
 from ..sources.spec import SourceSpec
 from ..store import Store
+from . import fit as fit_mod
 from .report import FAIL, OK, SKIP, WARN, Check
+from .vocabulary import NOT_ON_THIS_HOST, fix_for
 
 SourceOptions = dict[str, Any]
 
@@ -147,7 +151,7 @@ def probe_nvml(section: dict[str, Any], options: SourceOptions) -> list[Check]:
     except InitError as exc:
         result = WARN if section["enabled"] == "auto" and exc.reason == "no_nvml" else FAIL
         off = "; enabled: auto leaves the source off" if result == WARN else ""
-        return [Check("nvml", "nvml", result, f"{exc.reason}: {exc.message}{off}")]
+        return [Check("nvml", "nvml", result, f"{exc.reason}: NVML does not load here ({exc.message}){off}")]
     try:
         count = api.device_count()
         names = [api.name(api.handle_by_index(i)) for i in range(count)]
@@ -174,7 +178,10 @@ def gnmi_targets(section: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Ch
     return [merge_target(section["defaults"], t) for t in targets], problems
 
 
-async def probe_gnmi_target(conn: dict[str, Any], profile: Profile) -> Check:
+async def probe_gnmi_target(conn: dict[str, Any], profile: Profile,
+                            profiles: dict[str, Profile] | None = None) -> Check:
+    """Capabilities (encodings, models) against the profile, then one Get per mapping of it (and,
+    when it answers few, of every other profile: which one fits)."""
     name = conn["name"]
     creds = None
     try:
@@ -198,13 +205,43 @@ async def probe_gnmi_target(conn: dict[str, Any], profile: Profile) -> Check:
         offered = ", ".join(pb.Encoding.Name(e) for e in supported) or "none announced"
         encoding = choose_encoding(supported, profile, conn["encoding"])
         transport = "plaintext" if conn["insecure"] else "TLS"
-        return Check("gnmi", name, OK, f"{conn['address']} ({transport}): gNMI {caps.gNMI_version or '?'}, "
-                                       f"encodings {offered}; profile {profile.name} will use {encoding}")
+        announced = {m.name for m in caps.supported_models}
+        asker = fit_mod.Asker(stub, creds.metadata(), conn["connect_timeout"])
+        mine = await fit_mod.fit(asker, profile, supported, announced, conn["encoding"], name)
+        others: list[fit_mod.Fit] = []
+        if mine.answered < mine.mappings:
+            others = [await fit_mod.fit(asker, p, supported, announced, name=name)
+                      for p in (profiles or {}).values() if p.name != profile.name]
+        return _fit_check(conn, profile, mine, others, asker.via,
+                          f"{conn['address']} ({transport}): gNMI {caps.gNMI_version or '?'}, "
+                          f"encodings {offered}; profile {profile.name} will use {encoding}")
     except (SessionError, grpc.aio.AioRpcError, OSError) as exc:
         reason, message = classify(exc, secrets)
         return Check("gnmi", name, FAIL, f"{conn['address']}: {reason}: {message}")
     finally:
         await channel.close(grace=None)
+
+
+def _fit_check(conn: dict[str, Any], profile: Profile, mine: fit_mod.Fit, others: list[fit_mod.Fit],
+               via: str, head: str) -> Check:
+    """The row: the configured profile fails when it maps nothing, or under half of its mappings
+    while another profile answers more; the best-fitting ones are named with their counts."""
+    models = (f"; Capabilities announce none of {', '.join(mine.missing_models)}"
+              if mine.missing_models else "")
+    answered = f"{mine.answered} of {mine.mappings} mappings answered {via}"
+    better = [f for f in fit_mod.best(others) if f.answered > mine.answered]
+    few = mine.answered == 0 or (better and mine.answered * 2 < mine.mappings)
+    if not few:
+        note = f"; {better[0].answers()}" if better else ""
+        return Check("gnmi", conn["name"], OK, f"{head}; {answered}{models}{note}")
+    fitting = better[:3]
+    if not fitting:
+        return Check("gnmi", conn["name"], FAIL,
+                     f"profile {profile.name}: {answered}{models}; no known profile answers either")
+    rest = [f"{f.profile} {f.answered} of {f.mappings}" for f in fitting[1:]]
+    named = ", ".join([fitting[0].answers(), *rest])
+    detail = f"profile {profile.name}: {answered}{models}; {named}"
+    return Check("gnmi", conn["name"], FAIL, detail, fix_for("gnmi", detail, fitting[0].profile))
 
 
 async def probe_gnmi(section: dict[str, Any], hostname: str) -> list[Check]:
@@ -220,7 +257,7 @@ async def probe_gnmi(section: dict[str, Any], hostname: str) -> list[Check]:
     owned = [c for c in conns if shard.owns(c["name"])]
     checks += [Check("gnmi", c["name"], SKIP, f"owned by another shard (this instance is {shard})")
                for c in conns if not shard.owns(c["name"])]
-    results = await asyncio.gather(*(probe_gnmi_target(c, profiles[c["profile"]]) for c in owned))
+    results = await asyncio.gather(*(probe_gnmi_target(c, profiles[c["profile"]], profiles) for c in owned))
     if not conns:
         checks.append(Check("gnmi", "-", FAIL, "no targets configured"))
     return checks + list(results)
@@ -316,6 +353,11 @@ async def probe_all(cfg: dict[str, Any], options: SourceOptions, hostname: str) 
         section = cfg["sources"][name]
         if not spec.source.wanted(section):
             checks.append(Check(name, "-", SKIP, skip_reason(section)))
+            continue
+        why = spec.source.unavailable(section)
+        if why:  # check-config says the same: "<NOT_ON_THIS_HOST>: <name> (<why>)"
+            result = WARN if section.get("enabled") == "auto" else FAIL
+            checks.append(Check(name, "-", result, f"{NOT_ON_THIS_HOST}: {why}"))
             continue
         probe = probe_of(spec)
         if probe is None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .vocabulary import fix_for
 
 OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 
@@ -10,20 +12,36 @@ OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 @dataclass(frozen=True)
 class Check:
     """The outcome of one check: `area` (config, file, a source name), what was checked, the
-    result (ok, warn, FAIL, skip) and a sentence; never a secret."""
+    result (ok, warn, FAIL, skip), a sentence, and for a FAIL or warn what to do about it (`fix`,
+    from the vocabulary the quickstarts' tables share); never a secret."""
 
     area: str
     target: str
     result: str
     detail: str = ""
+    fix: str = ""
 
     def as_json(self) -> dict[str, str]:
-        return {"check": self.area, "target": self.target, "result": self.result, "detail": self.detail}
+        out = {"check": self.area, "target": self.target, "result": self.result, "detail": self.detail}
+        if self.fix:
+            out["fix"] = self.fix
+        return out
+
+    def line(self) -> str:
+        """The detail with its fix, as the table prints it."""
+        return f"{self.detail} — fix: {self.fix}" if self.fix else self.detail
+
+
+def with_fix(check: Check) -> Check:
+    """A FAIL or warn row with its vocabulary fix (rows that carry one keep it)."""
+    if check.result not in (FAIL, WARN) or check.fix:
+        return check
+    return replace(check, fix=fix_for(check.area, check.detail))
 
 
 def table(checks: list[Check]) -> str:
     header = ["check", "target", "result", "detail"]
-    rows = [[c.area, c.target, c.result, c.detail] for c in checks]
+    rows = [[c.area, c.target, c.result, c.line()] for c in checks]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
 
     def line(row: list[str]) -> str:

@@ -18,8 +18,10 @@ shipped profile:
 `SimSwitch.absent` names leaves the simulated device does not send (tests take a preferred leaf
 away to see the fallback feed the series).
 
-The target honours STREAM subscriptions (SAMPLE with its interval, ON_CHANGE with heartbeats),
-sends sync_response after the initial state, and can be told to misbehave: refuse (every RPC
+The target honours STREAM subscriptions (SAMPLE with its interval, ON_CHANGE with heartbeats) and
+ONCE ones, sends sync_response after the initial state, answers Get with the current state (but
+not as Cumulus, which has no Get: `get`), announces each system's models in Capabilities
+(`MODELS`), and can be told to misbehave: refuse (every RPC
 fails UNAVAILABLE), drop (abort the stream after the sync), stall (stop sending), malformed
 (a counter becomes text). Like a Cumulus switch it can refuse a Subscribe set up while another
 is being set up (CANCELLED "System is busy", `reject_concurrent_setup`), and like an EOS switch
@@ -61,6 +63,25 @@ SUPPORTED = {
     "nvidia-cumulus": (pb.PROTO, pb.JSON_IETF, pb.JSON),  # the 5.16 capture's Capabilities
     "arista-eos": (pb.PROTO, pb.JSON_IETF, pb.JSON),
 }
+# Capabilities supported_models, as each system announces them (name, organization, version):
+# sonic-gnmi's DB client announces one model (sonic_data_client/db_client.go); Cumulus 5.16 lists
+# OpenConfig models of the "OpenConfig working group" (shared/real/gnmi, the capabilities capture);
+# EOS lists the OpenConfig models with Arista's augments.
+_OC = "OpenConfig working group"
+MODELS = {
+    "openconfig": (("openconfig-interfaces", _OC, "3.8.0"), ("openconfig-if-ethernet", _OC, "2.13.0"),
+                   ("openconfig-qos", _OC, "0.11.0"), ("openconfig-lldp", _OC, "0.2.1")),
+    "sonic": (("sonic-db", "SONiC", "0.1.0"),),
+    "nvidia-cumulus": (("openconfig-interfaces", _OC, "3.8.0"), ("openconfig-if-ethernet", _OC, "2.13.0"),
+                       ("openconfig-qos", _OC, "0.11.0"), ("openconfig-lldp", _OC, "0.2.1"),
+                       ("openconfig-platform", _OC, "0.24.0")),
+    "arista-eos": (("openconfig-interfaces", _OC, "3.8.0"), ("openconfig-if-ethernet", _OC, "2.13.0"),
+                   ("openconfig-qos", _OC, "0.11.0"), ("openconfig-lldp", _OC, "0.2.1"),
+                   ("arista-intf-augments", "Arista Networks <http://arista.com/>", "1.0.0"),
+                   ("arista-qos-augments", "Arista Networks <http://arista.com/>", "1.0.0")),
+}
+# Cumulus's gNMI server has Capabilities and Subscribe only, no Get (shared/reference).
+NO_GET = ("nvidia-cumulus",)
 # RFC 7951 module of each top-level tree, and the vendor augments that change it.
 BASE_MODULES = {"interfaces": "openconfig-interfaces", "qos": "openconfig-qos", "lldp": "openconfig-lldp"}
 AUGMENT_MODULES = {
@@ -536,8 +557,10 @@ class GnmiTarget(pb_grpc.gNMIServicer):
                  encodings: tuple[int, ...] | None = None, min_sample_interval: float = 1.0,
                  host: str = "127.0.0.1", port: int = 0, reject_concurrent_setup: bool = False,
                  busy_setups: int = 0, setup_delay: float = 0.0,
-                 refuse_origins: tuple[str, ...] = ()) -> None:
+                 refuse_origins: tuple[str, ...] = (), get: bool | None = None) -> None:
         self.switch = switch
+        self.get = switch.profile not in NO_GET if get is None else get  # serve Get (else UNIMPLEMENTED)
+        self.get_calls = 0
         self.username = username
         self.password = password
         self.tls = tls  # (cert chain PEM, key PEM)
@@ -605,10 +628,29 @@ class GnmiTarget(pb_grpc.gNMIServicer):
 
     async def Capabilities(self, request, context):
         await self._gate(context)
-        return pb.CapabilityResponse(supported_encodings=list(self.encodings), gNMI_version="0.8.0")
+        models = [pb.ModelData(name=n, organization=o, version=v) for n, o, v in MODELS[self.switch.profile]]
+        return pb.CapabilityResponse(supported_models=models, supported_encodings=list(self.encodings),
+                                     gNMI_version="0.8.0")
 
     async def Get(self, request, context):
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Get is not simulated")
+        """The current state of each path, in one notification list (as a Subscribe's initial
+        state would send it); a path the switch does not serve answers nothing."""
+        await self._gate(context)
+        self.get_calls += 1
+        if not self.get:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Get is not supported")
+        if request.encoding not in self.encodings:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                                f"encoding {pb.Encoding.Name(request.encoding)} not supported")
+        prefix = pb.Path(origin=request.prefix.origin, target=request.prefix.target)
+        if prefix.origin in self.refuse_origins:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"origin {prefix.origin} is not enabled")
+        self.switch.advance()
+        notes: list[pb.Notification] = []
+        for path in request.path:
+            rendered, _ = Renderer(self.switch, prefix, pb.Subscription(path=path), request.encoding).render()
+            notes += rendered
+        return pb.GetResponse(notification=notes)
 
     async def Set(self, request, context):
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Set is not simulated")
@@ -627,8 +669,9 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         if sl.encoding not in self.encodings:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED,
                                 f"encoding {pb.Encoding.Name(sl.encoding)} not supported")
-        if sl.mode != pb.SubscriptionList.STREAM:
-            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "only STREAM subscriptions are simulated")
+        if sl.mode not in (pb.SubscriptionList.STREAM, pb.SubscriptionList.ONCE):
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                                "only STREAM and ONCE subscriptions are simulated")
         prefix = pb.Path(origin=sl.prefix.origin, target=sl.prefix.target)
         if prefix.origin in self.refuse_origins:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"origin {prefix.origin} is not enabled")
@@ -649,7 +692,7 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         try:
             if self.setup_delay:
                 await asyncio.sleep(self.setup_delay)
-            async for resp in self._stream(plans):
+            async for resp in self._stream(plans, once=sl.mode == pb.SubscriptionList.ONCE):
                 if setting_up and resp.sync_response:
                     self._setting_up -= 1
                     setting_up = False
@@ -662,7 +705,7 @@ class GnmiTarget(pb_grpc.gNMIServicer):
             if setting_up:
                 self._setting_up -= 1
 
-    async def _stream(self, plans: list[_Plan]):
+    async def _stream(self, plans: list[_Plan], once: bool = False):
         switch = self.switch
         switch.advance()
         sent_deletes = len(switch.pending_deletes)
@@ -675,7 +718,7 @@ class GnmiTarget(pb_grpc.gNMIServicer):
             for n in notes:
                 yield pb.SubscribeResponse(update=n)
         yield pb.SubscribeResponse(sync_response=True)
-        if self.fault == "drop":
+        if self.fault == "drop" or once:  # ONCE: everything, the sync, then the RPC ends
             return
         tick = min([p.period for p in plans if p.period] + [1.0])
         tick = max(0.05, min(tick, 0.5))

@@ -989,6 +989,11 @@ class SwitchState:
                 return sub
         return None
 
+    def mapped_rules(self) -> set[int]:
+        """The profile's metrics entries (by index) that feed at least one series now (`doctor`
+        counts the mappings a switch answers with this)."""
+        return {b.rule.index for b in self._bindings()}
+
     # -- removal ------------------------------------------------------------------------------
 
     def _bindings(self) -> Iterator[Binding]:

@@ -41,7 +41,7 @@ MODES = ("sample", "on_change", "target_defined")
 MIN_SAMPLE_INTERVAL = 1.0  # SONiC and Cumulus reject anything faster
 
 _TOP_KEYS = {"name", "description", "encodings", "strip_module_prefixes", "origin", "target",
-             "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends"}
+             "subscriptions", "streams", "metrics", "ignore", "interface_table", "extends", "models"}
 _STREAM_KEYS = {"origin", "target", "subscriptions", "optional", "alias_keys", "empty_entry_deletes"}
 _SUB_KEYS = {"path", "mode", "sample_interval", "heartbeat_interval", "suppress_redundant", "expire"}
 _METRIC_KEYS = {"path", "family", "labels", "scale", "values", "default", "value_labels", "rank",
@@ -147,6 +147,9 @@ class Profile:
     rules: list[Rule]
     ignore: list[PathPattern] = field(default_factory=list)  # leaves dropped on purpose (not "unmapped")
     interface_table: InterfaceTable | None = None
+    # The YANG models (Capabilities supported_models names) a switch this profile fits announces:
+    # `doctor` compares them with what the target announces.
+    models: list[str] = field(default_factory=list)
     list_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _by_names: dict[tuple[str, ...], list[Rule]] = field(default_factory=dict, repr=False)
     _by_len: dict[int, list[Rule]] = field(default_factory=dict, repr=False)
@@ -325,8 +328,12 @@ def parse_profile(data: Any, name: str, file: str) -> Profile:
     for i, raw in enumerate(raw_metrics):
         rules += _parse_rule(raw, i, strip, sub_patterns, fail, table)
     ignore = _parse_ignore(data.get("ignore", []), strip, sub_patterns, fail)
+    models = data.get("models", [])
+    if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+        raise fail("models", "expected a list of YANG model names (as Capabilities announces them)")
     return Profile(name=name, file=file, description=str(data.get("description", "")), encodings=encodings,
-                   strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table)
+                   strip_modules=strip, streams=streams, rules=rules, ignore=ignore, interface_table=table,
+                   models=list(models))
 
 
 def _under_subscription(text: str, key: str, strip: bool, subs: list[PathPattern],
