@@ -191,6 +191,8 @@ def _patches(t: LinkThresholds) -> list[tuple[str, str, str, list[Patch]]]:
     ]
 
 
+# The signals whose bad thresholds the rules compare against.
+PATCHED_RULES_SIGNALS = ("link_flaps", "link_half_dead", "link_post_fec_ber", "link_pre_fec_ber_rise")
 PATCHED_RULES = tuple(name for _, _, name, _ in _patches(LinkThresholds(3, 2, 1e-12, 10, 600, 3600, 1e-9)))
 _NEXT_RULE = re.compile(r"^\s*- (alert|record): ", re.M)
 
