@@ -53,6 +53,7 @@ GENERATORS := \
 	scripts/generate_docs.py \
 	dashboards/generate.py \
 	alerts/generate_xid_rules.py \
+	alerts/generate_link_rules.py \
 	alerts/generate_runbook_urls.py \
 	alerts/generate_affected_annotations.py \
 	alerts/generate_prometheusrule.py

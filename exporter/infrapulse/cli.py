@@ -94,8 +94,96 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run one simulator on its own (sysfs tree, gNMI switches, engines)")
     for module in SUBCOMMAND_MODULES:
         module.add_parser(sub)
+    _add_rules_parser(sub)
     doctor_cli.add_parser(sub, source_options)
     return parser
+
+
+RULES_DESCRIPTION = """\
+Write the link alert rules with a config's health.thresholds and health.link overrides applied,
+so a threshold override moves the score, the link classes and the alerts together. The rules
+follow link_flaps, link_half_dead, link_post_fec_ber and link_pre_fec_ber_rise (their bad
+thresholds), health.link.window, baseline_window and pre_fec_ber_floor, and the runbook links
+follow health.runbook_base_url. Without --config: the built-in defaults (the committed rules).
+
+With --output DIR: DIR/link.rules.yaml, and DIR/network.rules.yaml, rdma.rules.yaml and
+recording.rules.yaml: copies of the --alerts files with the thresholds and windows of the
+flapping alerts, InfrapulseNicPhyErrorsWhileUp's half-dead guard and the switch transitions
+record rewritten. Point Prometheus' rule_files at DIR in place of those four files. With
+--output - (the default): link.rules.yaml alone, on stdout.
+
+Exit codes: 0 written, 2 bad config (file, key and reason) or usage."""
+
+
+def _add_rules_parser(sub: Any) -> None:
+    rules = sub.add_parser("rules", help="write the link alert rules with a config's health thresholds",
+                           description=RULES_DESCRIPTION,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    rules.add_argument("--config", "-c", metavar="FILE",
+                       help="YAML config whose health.thresholds and health.link apply "
+                            "(default: the built-in defaults)")
+    rules.add_argument("--output", "-o", default="-", metavar="DIR|-",
+                       help="directory to write the rule files into (created if missing), or - for "
+                            "link.rules.yaml on stdout (default: -)")
+    rules.add_argument("--alerts", metavar="DIR",
+                       help="the alerts/ directory of your infrapulse release, to copy network.rules.yaml, "
+                            "rdma.rules.yaml and recording.rules.yaml from (default: alerts/ of the source "
+                            "checkout infrapulse runs from, if any)")
+    rules.set_defaults(func=cmd_rules)
+
+
+def cmd_rules(args) -> int:
+    from pathlib import Path
+
+    from .health import linkrules
+
+    try:
+        cfg = load_file(args.config) if args.config else default_config()
+    except ConfigError as exc:
+        for line in exc.lines():
+            print(f"config error: {line}", file=sys.stderr)
+        return 2
+    t = linkrules.thresholds(cfg["health"])
+    try:
+        linkrules.check(t)
+    except ValueError as exc:
+        print(f"config error: {args.config}: health.link: {exc}", file=sys.stderr)
+        return 2
+    source = f"by `infrapulse rules --config {args.config}`" if args.config else linkrules.DEFAULT_SOURCE
+    base = cfg["health"]["runbook_base_url"]
+    elsewhere = linkrules.patched_differ(t, linkrules.thresholds(default_config()["health"]))
+    others = ", ".join(linkrules.PATCHED_RULES)
+    if args.output == "-":
+        sys.stdout.write(linkrules.with_runbook_base(linkrules.render_link_rules(t, source), base))
+        if elsewhere:
+            print(f"note: {others} ({', '.join(linkrules.PATCHED)}) follow these thresholds too: "
+                  "write them with --output DIR", file=sys.stderr)
+        return 0
+    alerts = Path(args.alerts) if args.alerts else linkrules.CHECKOUT_ALERTS
+    found = all((alerts / name).is_file() for name in linkrules.PATCHED)
+    if args.alerts and not found:
+        print(f"--alerts {args.alerts}: not an infrapulse alerts/ directory (it needs "
+              f"{', '.join(linkrules.PATCHED)})", file=sys.stderr)
+        return 2
+    try:
+        files = linkrules.render_all(t, alerts if found else None, source)
+    except ValueError as exc:  # a rule file of another release, whose link rules read differently
+        print(f"--alerts {alerts}: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (out / name).write_text(linkrules.with_runbook_base(text, base), encoding="utf-8")
+            print(f"wrote {out / name}")
+    except OSError as exc:
+        print(f"cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    if not found and elsewhere:
+        print(f"warning: no alerts/ directory to copy {', '.join(linkrules.PATCHED)} from, so {others} keep "
+              "their default thresholds: pass --alerts DIR (the alerts/ of your infrapulse release)",
+              file=sys.stderr)
+    return 0
 
 
 def cmd_check_config(args) -> int:

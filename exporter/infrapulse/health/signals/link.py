@@ -16,9 +16,10 @@ One definition per concept, over the `health.link.window` (10m by default):
 
 A port's class, in order: flapping (link_flaps >= its bad threshold), half-dead (link_half_dead
 >= bad, or phy_error_rate >= bad while the carrier stayed up: CRC bursts), degraded
-(link_post_fec_ber or link_pre_fec_ber_rise >= bad), else healthy. The recording rules in
-alerts/recording.rules.yaml (group infrapulse-link) compute the same quantities for dashboards
-and alerts. Sentences name the switch port behind a NIC through LLDP.
+(link_post_fec_ber or link_pre_fec_ber_rise >= bad), else healthy. The rules in
+alerts/link.rules.yaml compute the same quantities for dashboards and alerts, with these bad
+thresholds and windows (rendered by health/linkrules.py: alerts/generate_link_rules.py,
+`infrapulse rules --config FILE`). Sentences name the switch port behind a NIC through LLDP.
 
 On RoCE ports the PMA counters (link_downed, link_error_recovery, symbol_error) are not link
 signals: the NIC's own counters of the port's netdev are.
