@@ -281,8 +281,9 @@ def build() -> Dashboard:
                     target(by("instance", sel("infrapulse_rdma_port_state"), "count"), "{{instance}} total")],
                    "none", min=0),
         timeseries("NIC kernel-log events",
-                   "mlx5/bnxt driver events in the kernel log (kmsg source) over the last 10 minutes, per PCI "
-                   "function: firmware health (scored: kmsg_nic_fault), command and TX timeouts, CQE errors, "
+                   "mlx5/bnxt driver events in the kernel log (kmsg source) over the last 10 minutes, "
+                   "per PCI function: firmware health (scored: kmsg_nic_fault), command and TX timeouts, "
+                   "CQE errors, "
                    "bnxt errors, module events. Link up/down are not scored here: the link counters "
                    "above are (docs/kmsg.md).",
                    [target(by("instance, kind, pci_address",

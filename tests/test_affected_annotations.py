@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infrapulse.health import affected_annotation as ann
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "alerts"))
 import generate_affected_annotations as gen  # noqa: E402
+
+RULE_FILES = [*gen.rule_files(), ROOT / "alerts" / "link.rules.yaml"]  # link: generate_link_rules.py
 
 
 def _alerts(path: Path) -> dict[str, dict]:
@@ -27,11 +31,11 @@ def test_the_committed_rules_are_current():
 
 def test_every_alert_of_those_files_carries_the_template_for_its_target():
     seen = 0
-    for path in gen.rule_files():
+    for path in RULE_FILES:
         for key, rule in _alerts(path).items():
             seen += 1
-            assert gen.KEY in rule["annotations"], key
-            assert "$sel" in rule["annotations"][gen.KEY], key
+            assert ann.KEY in rule["annotations"], key
+            assert "$sel" in rule["annotations"][ann.KEY], key
     assert seen >= 40  # gpu, link, mesh, network, probe, rdma, roce
 
 
@@ -46,7 +50,7 @@ def test_every_alert_of_those_files_carries_the_template_for_its_target():
 ])
 def test_the_target_is_read_from_the_labels_the_alert_names(path, alert, kind):
     rule = _alerts(ROOT / "alerts" / f"{path}.rules.yaml")[alert]
-    assert rule["annotations"][gen.KEY] == gen.template(kind)
+    assert rule["annotations"][ann.KEY] == ann.template(kind)
 
 
 def test_rewrite_replaces_a_stale_annotation_and_keeps_the_others():
@@ -64,10 +68,10 @@ def test_rewrite_replaces_a_stale_annotation_and_keeps_the_others():
       - record: r
         expr: up
 """
-    once = gen.rewrite(text)
-    assert gen.rewrite(once) == once
+    once = ann.rewrite(text)
+    assert ann.rewrite(once) == once
     rule = yaml.safe_load(once)["groups"][0]["rules"][0]
-    assert rule["annotations"] == {"affected": gen.template("gpu"), "summary": "gpu",
+    assert rule["annotations"] == {"affected": ann.template("gpu"), "summary": "gpu",
                                    "description": "{{ $labels.instance }} GPU {{ $labels.gpu }}"}
     assert yaml.safe_load(once)["groups"][0]["rules"][1] == {"record": "r", "expr": "up"}
 

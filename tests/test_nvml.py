@@ -354,7 +354,8 @@ def test_the_demo_data_scripts_nothing_in_time():
     from infrapulse.simulate.nvml_fake import DEFAULT_DATA
 
     data = yaml.safe_load(DEFAULT_DATA.read_text())
-    assert [(i, k) for i, g in enumerate(data["gpus"]) for k in ("lost_at", "xids", "episodes") if k in g] == []
+    scripted = ("lost_at", "xids", "episodes")
+    assert [(i, k) for i, g in enumerate(data["gpus"]) for k in scripted if k in g] == []
     fake = FakeNvml(data, clock=Clock(7200.0))
     poller = GpuPoller(fake)
     values, errors, _ = poll(fake, poller)

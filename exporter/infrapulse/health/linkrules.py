@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..schema import format_duration
+from . import affected_annotation
 from .config import DEFAULT_RUNBOOK_BASE
 from .scoring import resolve_settings
 from .signals.link import IB_DOWN_TRANSITIONS
@@ -141,7 +142,8 @@ DEFAULT_SOURCE = f"by {GENERATOR} from the health signals' defaults"
 
 def render_link_rules(t: LinkThresholds, source: str = DEFAULT_SOURCE) -> str:
     """alerts/link.rules.yaml for these thresholds; `source` says what generated it."""
-    return header(t, source) + _fill(TEMPLATE.read_text(encoding="utf-8"), _values(t))
+    rules = header(t, source) + _fill(TEMPLATE.read_text(encoding="utf-8"), _values(t))
+    return affected_annotation.rewrite(rules)
 
 
 # alerts/link.rules.yaml past its header, with <<NAME>> where `_values` puts a threshold or window.
