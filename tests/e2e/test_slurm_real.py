@@ -5,6 +5,7 @@ job and step, read from the cgroup path slurmd itself created."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -19,12 +20,13 @@ from helpers import wait_until
 from infrapulse import config as config_mod
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, open_fake
 from infrapulse.sources.base import SourceContext
+from infrapulse.sources.workload import slurm as slurm_mod
 from infrapulse.sources.workload.cgroups import read_process
 from infrapulse.sources.workload.source import OPEN_FAKE_KEY, WorkloadSource
 from infrapulse.store import Store
 
 SBIN = {name: shutil.which(name) or f"/usr/sbin/{name}" for name in ("munged", "slurmctld", "slurmd")}
-BIN = {name: shutil.which(name) or f"/usr/bin/{name}" for name in ("srun", "sinfo", "scancel")}
+BIN = {name: shutil.which(name) or f"/usr/bin/{name}" for name in ("srun", "sinfo", "scancel", "scontrol")}
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -59,14 +61,21 @@ SlurmdSpoolDir={spool / 'd'}
 SlurmctldPidFile={tmp_path / 'slurmctld.pid'}
 SlurmdPidFile={tmp_path / 'slurmd.pid'}
 SelectType=select/cons_tres
+GresTypes=gpu
 MpiDefault=none
 ReturnToService=2
-NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN
+NodeName={host} CPUs={os.cpu_count() or 1} Gres=gpu:h100:4 State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
+    # Four GPU GRES on stand-in device files (slurmd only stats them; no device cgroup here)
+    devices = tmp_path / "dev"
+    devices.mkdir()
+    for i in range(4):
+        (devices / f"nvidia{i}").touch()
+    (tmp_path / "gres.conf").write_text(f"NodeName={host} Name=gpu Type=h100 File={devices}/nvidia[0-3]\n")
     (tmp_path / "cgroup.conf").write_text("CgroupPlugin=cgroup/v1\nConstrainCores=no\nConstrainRAMSpace=no\n"
                                           "ConstrainDevices=no\n" if Path("/sys/fs/cgroup/freezer").is_dir()
-                                          else "CgroupPlugin=cgroup/v2\n")
+                                          else "CgroupPlugin=cgroup/v2\nConstrainDevices=no\n")
     env = {**os.environ, "SLURM_CONF": str(conf)}
     logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("munged", "slurmctld", "slurmd")}  # noqa: SIM115
     procs = [subprocess.Popen([SBIN["munged"], "-F", "--force", f"--key-file={key}", f"--socket={sock}",
@@ -127,7 +136,7 @@ async def test_a_real_srun_job_is_attributed_through_its_cgroup(slurm, tmp_path)
         spec["gpus"][0]["processes"] = [sleep_pid]
         (tmp_path / "gpus.yaml").write_text(yaml.safe_dump(spec))
         section = {"enabled": True, "nvml_fake": str(tmp_path / "gpus.yaml"), "pod_resources_socket": "",
-                   "proc_root": "/proc", "sysfs_root": str(tmp_path / "no-sysfs")}
+                   "proc_root": "/proc", "sysfs_root": str(tmp_path / "no-sysfs"), "scontrol": ""}
         cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<slurm e2e>")
         ctx = SourceContext(store=Store(), interval=5.0, options={OPEN_FAKE_KEY: open_fake})
         source = WorkloadSource(cfg["sources"]["workload"], ctx)
@@ -140,5 +149,41 @@ async def test_a_real_srun_job_is_attributed_through_its_cgroup(slurm, tmp_path)
             ("0", "slurm_job", found.slurm_job_id, found.slurm_job_id, "0")}
     finally:
         subprocess.run([BIN["scancel"], "--name=infrapulse-e2e"], env=slurm, capture_output=True)
+        job.terminate()
+        job.wait(timeout=20)
+
+
+async def test_a_real_job_holding_a_gpu_is_named_through_its_gres(slurm, tmp_path, monkeypatch):
+    """A job that holds a GPU and runs nothing on it (no process of its on any GPU): scontrol's
+    GRES IDX names it on that GPU, read from the real slurmctld."""
+    job = subprocess.Popen([BIN["srun"], "-N1", "-n1", "--gres=gpu:h100:2", "--job-name=infrapulse-gres",
+                            "sleep", "300"], env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def running() -> str | None:
+            out = subprocess.run([BIN["scontrol"], *slurm_mod.SCONTROL_ARGS], env=slurm, capture_output=True,
+                                 text=True).stdout
+            return out if "JobName=infrapulse-gres" in out and "JobState=RUNNING" in out else None
+        text = _wait(running, 30, "the GRES job to run")
+        host = socket.gethostname().split(".")[0]
+        [allocation] = slurm_mod.parse_jobs(text, host)
+        assert allocation.gpus == ("0", "1") and allocation.uid == 0, text
+        monkeypatch.setenv("SLURM_CONF", slurm["SLURM_CONF"])
+        section = {"enabled": True, "nvml_fake": str(DEFAULT_DATA), "pod_resources_socket": "",
+                   "proc_root": str(tmp_path / "no-proc"), "sysfs_root": str(tmp_path / "no-sysfs"),
+                   "scontrol": BIN["scontrol"], "slurm_node_name": host}
+        cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<slurm e2e>")
+        source = WorkloadSource(cfg["sources"]["workload"], SourceContext(
+            store=Store(), interval=5.0, options={OPEN_FAKE_KEY: open_fake}))
+        try:
+            await source.collect()
+            await asyncio.gather(source._gres_task, return_exceptions=True)
+            [result] = await source.collect()
+        finally:
+            await source.close()
+        assert result.partial_errors == []
+        rows = {(r[0], r[2], r[3]) for r in result.snapshot.series["infrapulse_workload_gpu_info"]}
+        assert rows == {("0", "slurm_job", allocation.job_id), ("1", "slurm_job", allocation.job_id)}
+    finally:
+        subprocess.run([BIN["scancel"], "--name=infrapulse-gres"], env=slurm, capture_output=True)
         job.terminate()
         job.wait(timeout=20)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .cgroups import ProcessCgroup
 from .podresources import DeviceGrant
+from .slurm import GresAllocation
 from .topology import RANK, PciPlace, link
 
 _PCI_ID = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -78,9 +79,10 @@ class Attribution:
 def attribute(gpus: list[Gpu], nics: list[Nic], grants: list[DeviceGrant],
               cgroup_of: Callable[[int], ProcessCgroup | None], user_of: Callable[[int], str],
               endpoints: Iterable[EndpointRule], endpoint_gpus: Mapping[str, set[str]],
-              nic_by_pci: Mapping[str, str]) -> Attribution:
+              nic_by_pci: Mapping[str, str], gres: Iterable[GresAllocation] = ()) -> Attribution:
     """Join the sources of truth. `endpoint_gpus`: GPUs found for a port rule (source.py follows
-    the listening PID); `nic_by_pci`: PCI address (a VF's too) -> RDMA device."""
+    the listening PID); `nic_by_pci`: PCI address (a VF's too) -> RDMA device; `gres`: the
+    running Slurm jobs' GPU indexes here (scontrol), for GPUs a job holds without a process."""
     out = Attribution(gpu_uuids={g.index: g.uuid for g in gpus})
     out.counts["gpus"] = len(gpus)
     by_uuid = {g.uuid: g.index for g in gpus}
@@ -111,6 +113,17 @@ def attribute(gpus: list[Gpu], nics: list[Nic], grants: list[DeviceGrant],
         if gpu.pids and not named:
             out.unattributed_gpus.add(gpu.index)
     out.counts["gpu_processes"] = processes
+    held = 0
+    for job in gres:  # a job already named through its processes keeps that row (with its step)
+        user = user_of(job.uid) if job.uid is not None else ""
+        for index in job.gpus:
+            if index not in out.gpu_uuids:
+                continue
+            held += 1
+            if not any(w.slurm_job_id == job.job_id for w in out.gpu_rows.get(index, ())):
+                out.add_gpu(index, Who("slurm_job", job.job_id, slurm_job_id=job.job_id, slurm_user=user))
+            out.unattributed_gpus.discard(index)
+    out.counts["slurm_gres"] = held
     known = {g.index for g in gpus}
     endpoint_rows = 0
     for rule in endpoints:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import shutil
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,11 +31,13 @@ from .attribution import Attribution, EndpointRule, Gpu, Nic, attribute
 from .cgroups import read_process
 from .podresources import DEFAULT_SOCKET, DeviceGrant, list_grants
 from .procs import descends_from, listening_pid
+from .slurm import GresAllocation, read_allocations
 from .topology import gpu_place, rdma_places
 
 TARGET = "workload"
 OPEN_FAKE_KEY = "nvml.open_fake"  # the same injected opener as sources.nvml.fake (sources/gpu/nvml.py)
 COVERAGE = ("pod_resources", "gpu_processes", "endpoints", "topology")
+AUTO_SCONTROL = "auto"
 
 ENDPOINT = Section(
     doc="How one serving endpoint's GPUs are found (any of port, pods, gpus; they add up).",
@@ -68,6 +73,18 @@ class WorkloadSource(PollingSource):
             "nvml": Bool("Read the GPUs and their compute processes from NVML.", default=True),
             "nvml_fake": Str("Simulation and testing only: a GPU data file for the NVML fake (as "
                              "sources.nvml.fake).", default=""),
+            "scontrol": Str("Slurm's scontrol, for the GPU indexes each running job holds here "
+                            "(`scontrol show job --details --oneliner`, its GRES IDX): a job is named on "
+                            "a GPU it holds even where none of its processes runs. auto: scontrol from "
+                            "PATH where slurmd runs on this node (a Slurm compute node), else not read; "
+                            "a path: that binary (missing = an error); \"\": not read.",
+                            default=AUTO_SCONTROL),
+            "scontrol_interval": Duration("How often scontrol is asked (each call is one request to "
+                                          "slurmctld, answered with every job of the cluster: keep it "
+                                          "slow on large clusters).", default="60s", min=1.0),
+            "scontrol_timeout": Duration("Timeout of one scontrol call.", default="10s", min=0.1),
+            "slurm_node_name": Str("This node's Slurm NodeName (\"\" = the host name up to the first "
+                                   "dot).", default=""),
             "user_names": Bool("Export slurm_user (the job owner's name). Off: user names are personal "
                                "data; job ids are kept.", default=False),
             "endpoints": ListOf("Serving endpoints and how their GPUs are found.", item=ENDPOINT, default=[]),
@@ -85,6 +102,12 @@ class WorkloadSource(PollingSource):
         self._listeners: dict[int, int] = {}  # endpoint port -> the PID found listening last time
         self._nvml: NvmlApi | None = None
         self._nvml_error = ""
+        self.scontrol = _scontrol(config["scontrol"], self.proc_root)
+        self.slurm_node = config["slurm_node_name"] or socket.gethostname().split(".")[0]
+        self._gres: list[GresAllocation] = []
+        self._gres_error = ""
+        self._gres_read_at = -float("inf")
+        self._gres_task: asyncio.Task[list[GresAllocation]] | None = None
 
     @classmethod
     def wanted(cls, config: dict[str, Any]) -> bool:
@@ -162,11 +185,34 @@ class WorkloadSource(PollingSource):
         except KeyError:
             return str(uid)
 
-    def _attribute(self, grants: list[DeviceGrant], errors: list[str]) -> Attribution:
+    def _attribute(self, grants: list[DeviceGrant], gres: list[GresAllocation],
+                   errors: list[str]) -> Attribution:
         gpus = self._read_gpus(errors)
         nics, by_pci = self._read_nics()
         return attribute(gpus, nics, grants, lambda pid: read_process(self.proc_root, pid), self._user_of,
-                         self.rules, self._endpoint_gpus(gpus), by_pci)
+                         self.rules, self._endpoint_gpus(gpus), by_pci, gres)
+
+    async def _slurm_gres(self, errors: list[str]) -> list[GresAllocation]:
+        """The jobs' GRES as scontrol last answered. The call runs beside the passes, started every
+        scontrol_interval (a slow slurmctld never holds a pass up); a failed call is reported and
+        leaves no stale allocation."""
+        if not self.scontrol:
+            return []
+        task = self._gres_task
+        if task is not None and task.done():
+            self._gres_task = None
+            try:
+                self._gres, self._gres_error = task.result(), ""
+            except (OSError, TimeoutError, RuntimeError) as exc:
+                self._gres, self._gres_error = [], f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        if self._gres_task is None and now - self._gres_read_at >= self.config["scontrol_interval"]:
+            self._gres_read_at = now
+            self._gres_task = asyncio.create_task(
+                read_allocations(self.scontrol, self.slurm_node, self.config["scontrol_timeout"]))
+        if self._gres_error:
+            errors.append(f"scontrol: {self._gres_error}")
+        return self._gres
 
     async def _grants(self, errors: list[str]) -> list[DeviceGrant]:
         socket = self.config["pod_resources_socket"]
@@ -187,12 +233,14 @@ class WorkloadSource(PollingSource):
     async def collect(self) -> list[TargetResult]:
         errors: list[str] = []
         grants = await self._grants(errors)
-        found = await asyncio.to_thread(self._attribute, grants, errors)
+        gres = await self._slurm_gres(errors)
+        found = await asyncio.to_thread(self._attribute, grants, gres, errors)
         snap, dropped = self._snapshot(found)
         if dropped:
             errors.append(f"budget: {dropped} join series over max_series {self.config['max_series']} "
                           "dropped")
-        self.store.set_coverage(self.name, TARGET, {k: found.counts.get(k, 0) for k in COVERAGE})
+        coverage = COVERAGE + (("slurm_gres",) if self.scontrol else ())
+        self.store.set_coverage(self.name, TARGET, {k: found.counts.get(k, 0) for k in coverage})
         return [TargetResult(TARGET, snap, partial_errors=errors)]
 
     def _snapshot(self, found: Attribution) -> tuple[Snapshot, int]:
@@ -226,6 +274,9 @@ class WorkloadSource(PollingSource):
             self._nvml = None
 
     async def close(self) -> None:
+        if self._gres_task is not None:
+            self._gres_task.cancel()
+            await asyncio.gather(self._gres_task, return_exceptions=True)
         await asyncio.to_thread(self._close_nvml)
 
 
@@ -247,6 +298,31 @@ def _gpus(api: NvmlApi, sysfs_root: Path) -> list[Gpu]:
         out.append(Gpu(str(i), api.uuid(h), bus, tuple(migs), tuple(api.compute_processes(h)),
                        gpu_place(sysfs_root, bus)))
     return out
+
+
+def _scontrol(configured: str, proc_root: Path) -> str:
+    """The scontrol to run. auto: only on a Slurm compute node (slurmd runs here, read once at
+    start) with scontrol on PATH, so a node without Slurm is not an error; a path as written, so
+    a missing one fails with its name."""
+    if configured != AUTO_SCONTROL:
+        return configured
+    found = shutil.which("scontrol")
+    return found if found and _runs(proc_root, "slurmd") else ""
+
+
+def _runs(proc_root: Path, comm: str) -> bool:
+    try:
+        entries = os.listdir(proc_root)
+    except OSError:
+        return False
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                if (proc_root / entry / "comm").read_text().strip() == comm:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _netdev(sysfs_root: Path, device: str) -> str:
