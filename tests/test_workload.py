@@ -158,7 +158,7 @@ async def test_the_source_joins_pods_jobs_endpoints_and_topology(tmp_path):
                    ("2", "endpoint", "pinned")}
     # user names are off by default: the job's row has no slurm_user
     job = next(r for r in _rows(snap, "infrapulse_workload_gpu_info") if r[3] == "4242")
-    assert job[4:] == ("", "", "", "4242", "0", "", "")
+    assert job[4:] == ("", "", "", "4242", "0", "", "", "", "")  # details, then no MIG instance
     nic = {(r[0], r[1], r[3]) for r in _rows(snap, "infrapulse_workload_nic_info")}
     assert {w for d, _, w in nic if d == "mlx5_0"} == {"4242", "llm/sglang-qwen-0", "sglang-qwen"}
     assert {w for d, _, w in nic if d == "mlx5_3"} == {"4243"}
@@ -237,3 +237,26 @@ def test_without_attribution_the_answer_is_unknown_never_none():
     for labels in ({"switch": "leaf01", "interface": "swp1"}, {"interface": "ens1f0np0"}, {"gpu": "0"}):
         hurt = index.affected(labels)
         assert hurt.state == UNKNOWN and hurt.workloads == (), labels
+
+
+async def test_a_pod_granted_a_mig_instance_is_named_with_it(tmp_path):
+    """The kubelet grants MIG instances by MIG uuid: the GPU row names the instance (gpu_instance,
+    mig_uuid, as the per-instance GPU series carry them); the NIC it is carried to does not."""
+    source, server, _ = await _demo_source(tmp_path, endpoints=[
+        {"name": "mig-serve", "pods": ["mig-0"], "namespace": "llm"}])
+    fake = FakeNvml.from_file(tmp_path / "gpus.yaml")
+    gpu2 = fake.gpus[2]
+    instance_1 = next(m.mig["uuid"] for m in gpu2.migs if m.mig["gpu_instance"] == 1)
+    server.grants["mig-0"] = [("server", "nvidia.com/mig-3g.40gb", [instance_1])]
+    try:
+        [result] = await source.collect()
+    finally:
+        await server.close()
+        await source.close()
+    assert result.partial_errors == []
+    rows = {(r[0], r[2], r[3], r[11], r[12]) for r in _rows(result.snapshot, "infrapulse_workload_gpu_info")
+            if r[0] == "2"}
+    assert rows == {("2", "pod", "llm/mig-0", "1", instance_1), ("2", "endpoint", "mig-serve", "1", instance_1)}
+    nic = {(r[0], r[3]) + tuple(r[4:]) for r in _rows(result.snapshot, "infrapulse_workload_nic_info")
+           if r[3] == "llm/mig-0"}
+    assert nic and all(len(r) == 9 for r in nic)  # device, workload + the 7 details: no MIG labels

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .cgroups import ProcessCgroup
 from .podresources import DeviceGrant
@@ -22,6 +22,7 @@ class Gpu:
     uuid: str
     bus_id: str = ""
     mig_uuids: tuple[str, ...] = ()
+    mig_instances: tuple[str, ...] = ()  # the GPU instance id of each MIG uuid, in the same order
     pids: tuple[int, ...] = ()
     place: PciPlace | None = None
 
@@ -46,10 +47,19 @@ class Who:
     slurm_step: str = ""
     slurm_user: str = ""
     endpoint: str = ""
+    gpu_instance: str = ""  # a MIG instance granted (kubelet), its GPU instance id ...
+    mig_uuid: str = ""  # ... and MIG uuid: joins the per-instance series (gpu, gpu_instance)
 
     def details(self) -> tuple[str, ...]:
         return (self.pod, self.namespace, self.container, self.slurm_job_id, self.slurm_step,
                 self.slurm_user, self.endpoint)
+
+    def mig(self) -> tuple[str, str]:
+        return (self.gpu_instance, self.mig_uuid)
+
+    def whole_gpu(self) -> Who:
+        """The same workload without its MIG instance (as carried to a NIC)."""
+        return replace(self, gpu_instance="", mig_uuid="") if self.mig_uuid else self
 
 
 @dataclass(frozen=True)
@@ -86,14 +96,19 @@ def attribute(gpus: list[Gpu], nics: list[Nic], grants: list[DeviceGrant],
     out = Attribution(gpu_uuids={g.index: g.uuid for g in gpus})
     out.counts["gpus"] = len(gpus)
     by_uuid = {g.uuid: g.index for g in gpus}
-    by_uuid.update({m: g.index for g in gpus for m in g.mig_uuids})
-    pod_gpus: dict[tuple[str, str], set[str]] = {}
+    by_mig = {m: (g.index, inst) for g in gpus for m, inst in zip(g.mig_uuids, g.mig_instances, strict=False)}
+    # (namespace, pod) -> (GPU index, GPU instance id, MIG uuid) it was granted ("" for a whole GPU)
+    pod_gpus: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
     for grant in grants:
         who = Who("pod", f"{grant.namespace}/{grant.pod}", grant.pod, grant.namespace, grant.container)
         for device_id in grant.device_ids:
             if device_id in by_uuid:
                 out.add_gpu(by_uuid[device_id], who)
-                pod_gpus.setdefault((grant.namespace, grant.pod), set()).add(by_uuid[device_id])
+                pod_gpus.setdefault((grant.namespace, grant.pod), set()).add((by_uuid[device_id], "", ""))
+            elif device_id in by_mig:
+                index, instance = by_mig[device_id]
+                out.add_gpu(index, replace(who, gpu_instance=instance, mig_uuid=device_id))
+                pod_gpus.setdefault((grant.namespace, grant.pod), set()).add((index, instance, device_id))
             elif _PCI_ID.match(device_id):
                 address = device_id.lower() if device_id.count(":") == 2 else f"0000:{device_id.lower()}"
                 if address in nic_by_pci:
@@ -129,9 +144,9 @@ def attribute(gpus: list[Gpu], nics: list[Nic], grants: list[DeviceGrant],
     for rule in endpoints:
         found: set[str] = set(rule.gpus) & known if rule.gpus else set()
         for pod in rule.pods:
-            for index in pod_gpus.get((rule.namespace, pod), set()):
+            for index, instance, mig in pod_gpus.get((rule.namespace, pod), set()):
                 out.add_gpu(index, Who("endpoint", rule.name, pod=pod, namespace=rule.namespace,
-                                       endpoint=rule.name))
+                                       endpoint=rule.name, gpu_instance=instance, mig_uuid=mig))
                 endpoint_rows += 1
         found |= endpoint_gpus.get(rule.name, set())
         for index in found:
@@ -157,5 +172,5 @@ def _carry_to_nics(out: Attribution, gpus: list[Gpu], nics: list[Nic]) -> None:
                                  "true" if nearest else "false"))
             if nearest:
                 for who in out.gpu_rows.get(gpu.index, ()):
-                    out.nic_rows.setdefault(nic.device, set()).add(who)
+                    out.nic_rows.setdefault(nic.device, set()).add(who.whole_gpu())
     out.counts["topology"] = len(out.topology)

@@ -13,14 +13,18 @@ SRC = "workload"
 # the Slurm job id, the endpoint name) always; the kind's own labels where they apply.
 WORKLOAD_LABELS = ("kind", "workload")
 DETAIL_LABELS = ("pod", "namespace", "container", "slurm_job_id", "slurm_step", "slurm_user", "endpoint")
+# A pod granted a MIG instance: its GPU instance id and MIG uuid, as the per-instance GPU series
+# carry them (infrapulse_gpu_info{gpu_instance, mig_uuid}, dcgm's GPU_I_ID): GPU rows only.
+MIG_LABELS = ("gpu_instance", "mig_uuid")
 
 GPU_INFO = catalog.declare(
     "infrapulse_workload_gpu_info", catalog.INFO,
     "1 for each workload using the GPU: a pod holding it (kubelet pod-resources), a Slurm job whose "
     "processes run on it (/proc/PID/cgroup), a serving endpoint (its engine's processes, its pod, or "
-    "`gpus:` in sources.workload.endpoints). kind = pod | slurm_job | endpoint; slurm_user only when "
-    "sources.workload.user_names is on.",
-    ("gpu", "uuid", *WORKLOAD_LABELS), source=SRC, optional_labels=DETAIL_LABELS)
+    "`gpus:` in sources.workload.endpoints, a Slurm job's GRES). kind = pod | slurm_job | endpoint; "
+    "slurm_user only when sources.workload.user_names is on; gpu_instance and mig_uuid on a pod (and "
+    "its endpoint) granted a MIG instance of the GPU.",
+    ("gpu", "uuid", *WORKLOAD_LABELS), source=SRC, optional_labels=DETAIL_LABELS + MIG_LABELS)
 NIC_INFO = catalog.declare(
     "infrapulse_workload_nic_info", catalog.INFO,
     "1 for each workload whose traffic uses the RDMA NIC: the workloads of the GPUs this NIC is "

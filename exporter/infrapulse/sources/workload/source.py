@@ -254,7 +254,8 @@ class WorkloadSource(PollingSource):
                  for device, whos in sorted(found.nic_rows.items()) for who in sorted(whos)]
         kept = rows[:self.config["max_series"]]
         for family, keys, who in kept:
-            snap.add(family, (*keys, who.kind, who.workload, *who.details()), 1.0)
+            mig = who.mig() if family == F.GPU_INFO else ()
+            snap.add(family, (*keys, who.kind, who.workload, *who.details(), *mig), 1.0)
         dropped = len(rows) - len(kept)
         for row in found.topology:
             snap.add(F.TOPOLOGY, row, 1.0)
@@ -285,18 +286,20 @@ def _gpus(api: NvmlApi, sysfs_root: Path) -> list[Gpu]:
     for i in range(api.device_count()):
         h = api.handle_by_index(i)
         bus = api.pci_bus_id(h)
-        migs: list[str] = []
+        migs: list[tuple[str, str]] = []  # (MIG uuid, GPU instance id)
         try:
             if api.mig_mode(h):
                 for m in range(api.max_mig_device_count(h)):
                     try:
-                        migs.append(api.uuid(api.mig_device_handle(h, m)))
+                        mig = api.mig_device_handle(h, m)
+                        migs.append((api.uuid(mig), str(api.gpu_instance_id(mig))))
                     except Exception:  # noqa: BLE001 - an empty MIG slot answers NOT_FOUND
                         continue
         except Exception:  # noqa: BLE001 - MIG unsupported on this GPU
             migs = []
-        out.append(Gpu(str(i), api.uuid(h), bus, tuple(migs), tuple(api.compute_processes(h)),
-                       gpu_place(sysfs_root, bus)))
+        out.append(Gpu(str(i), api.uuid(h), bus, mig_uuids=tuple(u for u, _ in migs),
+                       mig_instances=tuple(g for _, g in migs), pids=tuple(api.compute_processes(h)),
+                       place=gpu_place(sysfs_root, bus)))
     return out
 
 
