@@ -256,7 +256,8 @@ async def test_a_pod_granted_a_mig_instance_is_named_with_it(tmp_path):
     assert result.partial_errors == []
     rows = {(r[0], r[2], r[3], r[11], r[12]) for r in _rows(result.snapshot, "infrapulse_workload_gpu_info")
             if r[0] == "2"}
-    assert rows == {("2", "pod", "llm/mig-0", "1", instance_1), ("2", "endpoint", "mig-serve", "1", instance_1)}
+    assert rows == {("2", "pod", "llm/mig-0", "1", instance_1),
+                    ("2", "endpoint", "mig-serve", "1", instance_1)}
     nic = {(r[0], r[3]) + tuple(r[4:]) for r in _rows(result.snapshot, "infrapulse_workload_nic_info")
            if r[3] == "llm/mig-0"}
     assert nic and all(len(r) == 9 for r in nic)  # device, workload + the 7 details: no MIG labels
