@@ -268,6 +268,36 @@ async def test_the_demo_part_records_read_as_events(tmp_path: Path) -> None:
     assert result.snapshot.get(F.RECORDS.name, ()) == float(len(demo.RECORDS))
 
 
+async def test_the_demo_gpu_scenarios_write_the_drivers_lines_once_per_start(tmp_path: Path) -> None:
+    """`xid` logs its GPU's XID 79 and "fallen off the bus" (as a real node does beside NVML's
+    event), `xid-app-error` its XID 13; each once per start, read by the source as new records."""
+    from infrapulse.simulate import kmsg as demo
+    from infrapulse.simulate.demo import DemoContext
+    from infrapulse.simulate.scenarios import ScenarioBoard
+
+    board = ScenarioBoard()
+    part = await demo.demo_part(DemoContext(workdir=tmp_path, scenarios=board))
+    path = Path(part.sources["kmsg"]["path"])
+    await part.close()
+    follower = demo.KernelLogScenarios(path, board, demo._scenario_gpus())
+    source, _ = _source(path)
+    [before] = await source.collect()
+    board.activate("xid")
+    board.activate("xid-app-error")
+    follower.step()
+    follower.step()  # still active: nothing more
+    board.deactivate("xid")
+    follower.step()
+    board.activate("xid")
+    follower.step()  # started again: logged again
+    [after] = await source.collect()
+    grown = {k: v - _events(before.snapshot).get(k, 0.0) for k, v in _events(after.snapshot).items()}
+    assert {k: v for k, v in grown.items() if v} == {
+        ("gpu_fallen_off_bus", "0000:5d:00.0", "", ""): 2.0, ("xid", "0000:5d:00.0", "79", "critical"): 2.0,
+        ("xid", "0000:ab:00.0", "13", "application"): 1.0}
+    assert after.snapshot.get(F.RECORDS.name, ()) == float(len(demo.RECORDS) + 7)
+
+
 DEV_KMSG = Path("/dev/kmsg")
 
 

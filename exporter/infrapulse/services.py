@@ -16,6 +16,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from aiohttp import web
 
+from .deadline import within
+
 T = TypeVar("T")
 
 
@@ -76,7 +78,7 @@ class Channel(Generic[T]):
         if self.version > version:
             return True
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            await within(self._changed.wait(), timeout)
         except asyncio.TimeoutError:
             return self.version > version
         return True

@@ -18,6 +18,7 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
+from ..deadline import within
 from ..sources.gnmi.ingest import SwitchState
 from ..sources.gnmi.paths import PathPattern, to_proto
 from ..sources.gnmi.profile import Profile, StreamSpec
@@ -125,7 +126,7 @@ class Asker:
             encoding=ENCODING_ENUM[encoding]))
         call = self.stub.Subscribe(iter([request]), metadata=self.metadata, timeout=self.timeout)
         try:
-            return await asyncio.wait_for(self._until_sync(call), self.timeout)
+            return await within(self._until_sync(call), self.timeout)
         finally:
             call.cancel()
 

@@ -9,7 +9,6 @@ health service itself.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..deadline import within
 from ..health.scoring import Report
 from ..services import Channel
 from ..store import Snapshot, Store, stale_after
@@ -139,7 +139,7 @@ class InspectionService:
         self.running = True
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(self._inspect(win, trigger, started), self.config["timeout"])
+            return await within(self._inspect(win, trigger, started), self.config["timeout"])
         finally:
             self.running = False
 

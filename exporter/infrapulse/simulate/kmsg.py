@@ -1,12 +1,20 @@
 """The kmsg source's demo part: a file of raw /dev/kmsg records in the shapes of the real captures
-(../shared/real/kmsg), which the source reads and follows as it would /dev/kmsg."""
+(../shared/real/kmsg), which the source reads and follows as it would /dev/kmsg. The GPU
+scenarios write the driver's own lines when they start, as a real node's kernel log does beside
+NVML's XID event: `xid` the XID 79 and "GPU has fallen off the bus" of its GPU
+(nvrm-xid79-sxid20034-gpud-readme.txt), `xid-app-error` its XID 13."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .demo import DemoContext, DemoPart
+
+log = logging.getLogger(__name__)
 
 # (level, message): a node that booted, lost one RDMA link's health and saw corrected AER errors.
 RECORDS = (
@@ -23,9 +31,63 @@ RECORDS = (
 )
 
 
-def raw_records() -> str:
+def raw_records(records: tuple[tuple[int, str], ...] = RECORDS, first: int = 1) -> str:
     return "".join(f"{level},{seq},{seq * 1_000_003},-;{message}\n"
-                   for seq, (level, message) in enumerate(RECORDS, start=1))
+                   for seq, (level, message) in enumerate(records, start=first))
+
+
+def scenario_records(scenario: str, bus_id: str, uuid: str, xid: int) -> tuple[tuple[int, str], ...]:
+    """What the driver logs when `scenario` hits the GPU at NVML `bus_id` (00000000:5D:00.0)."""
+    domain, bus, rest = bus_id.lower().split(":")
+    short = f"{domain[-4:]}:{bus}:{rest.split('.')[0]}"  # the Xid line's PCI:0000:5d:00
+    if scenario == "xid":
+        return ((3, f"NVRM: GPU at PCI:{short}: {uuid}"),
+                (3, f"NVRM: Xid (PCI:{short}): {xid}, pid='<unknown>', name=<unknown>, GPU has fallen off "
+                    "the bus."),
+                (3, f"NVRM: GPU {short}.0: GPU has fallen off the bus."))
+    return ((4, f"NVRM: Xid (PCI:{short}): {xid}, pid=4242, name=python3, Graphics Exception: ESR "
+                "0x504648=0x80000000"),)
+
+
+class KernelLogScenarios:
+    """Appends each GPU scenario's records to the log file when the scenario starts."""
+
+    def __init__(self, path: Path, board: Any, gpus: dict[str, tuple[str, str, int]]) -> None:
+        self.path, self.board = path, board
+        self.gpus = gpus  # scenario -> (NVML bus id, uuid, XID)
+        self.seq = len(RECORDS)
+        self.was_active: dict[str, bool] = {}
+
+    def step(self) -> None:
+        for name, (bus_id, uuid, xid) in self.gpus.items():
+            active = self.board.active(name)
+            if active and not self.was_active.get(name):
+                records = scenario_records(name, bus_id, uuid, xid)
+                with self.path.open("a") as f:
+                    f.write(raw_records(records, self.seq + 1))
+                self.seq += len(records)
+            self.was_active[name] = active
+
+    async def run(self, period: float = 0.5) -> None:
+        while True:
+            try:
+                self.step()
+            except OSError:
+                log.exception("kernel-log scenario step failed")
+            await asyncio.sleep(period)
+
+
+def _scenario_gpus() -> dict[str, tuple[str, str, int]]:
+    from .nvml_fake import DEFAULT_DATA, FakeNvml
+
+    fake = FakeNvml.from_file(DEFAULT_DATA)
+    out = {}
+    for name in ("xid", "xid-app-error"):
+        spec = fake.spec.get("scenarios", {}).get(name)
+        if spec:
+            gpu = fake.gpus[int(spec.get("gpu", 0)) % len(fake.gpus)]
+            out[name] = (gpu.pci_bus_id, gpu.uuid, int(spec["xid"]))
+    return out
 
 
 async def demo_part(ctx: DemoContext) -> DemoPart:
@@ -33,9 +95,12 @@ async def demo_part(ctx: DemoContext) -> DemoPart:
 
     path = ctx.workdir / "kmsg.log"
     path.write_text(raw_records())
+    follower = KernelLogScenarios(path, ctx.scenarios, _scenario_gpus())
+    task = asyncio.create_task(follower.run(), name="simulate:kmsg")
 
     async def close() -> None:
-        return None
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     sources = {"kmsg": {"enabled": True, "interval": "5s", "path": str(path), "boot_id_path": ""}}
     return DemoPart("kmsg", sources, close, description=f"kernel log records in {path}")

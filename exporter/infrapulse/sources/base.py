@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..deadline import within
 from ..schema import Section
 from ..store import Snapshot, Store, stale_after
 
@@ -117,7 +118,7 @@ class PollingSource(Source):
     async def poll_once(self) -> None:
         started = time.perf_counter()
         try:
-            results = await asyncio.wait_for(self.collect(), self.interval * self.timeout_fraction)
+            results = await within(self.collect(), self.interval * self.timeout_fraction)
         except asyncio.TimeoutError:
             limit = self.interval * self.timeout_fraction
             self._fail_all("timeout", f"collection took longer than {limit:.3g}s",

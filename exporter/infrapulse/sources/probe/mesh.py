@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ...deadline import within
 from ...store import Snapshot, stale_after
 from ..base import Source, SourceContext
 from . import mesh_families as fam
@@ -129,7 +130,7 @@ class MeshSource(Source):
                     next_refresh = now + self.config["refresh"]
                 self.publish()
                 try:
-                    await asyncio.wait_for(self._refresh_now.wait(), self.interval)
+                    await within(self._refresh_now.wait(), self.interval)
                     next_refresh = 0.0
                 except asyncio.TimeoutError:
                     pass
@@ -225,7 +226,7 @@ class MeshSource(Source):
 
     async def _lookup(self, name: str) -> tuple[list[str], str]:
         try:
-            ips = await asyncio.wait_for(self.resolve(name), DNS_TIMEOUT)
+            ips = await within(self.resolve(name), DNS_TIMEOUT)
         except asyncio.TimeoutError:
             return [], f"DNS lookup timed out after {DNS_TIMEOUT:g}s"
         except OSError as exc:

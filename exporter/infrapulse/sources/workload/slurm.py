@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ...deadline import within
+
 SCONTROL_ARGS = ("show", "job", "--details", "--oneliner")
 _JOB = re.compile(r"(?:^|\s)JobId=(\d+)\s")
 _STATE = re.compile(r"\sJobState=(\S+)")
@@ -111,13 +113,13 @@ def parse_jobs(text: str, node: str) -> list[GresAllocation]:
 
 
 async def read_allocations(scontrol: str, node: str, timeout: float) -> list[GresAllocation]:
-    """Run scontrol once; raises OSError / TimeoutError / RuntimeError (its exit status and stderr)."""
+    """Run scontrol once; raises OSError / asyncio.TimeoutError / RuntimeError (its exit status and stderr)."""
     proc = await asyncio.create_subprocess_exec(scontrol, *SCONTROL_ARGS, stdin=asyncio.subprocess.DEVNULL,
                                                 stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
+        out, err = await within(proc.communicate(), timeout)
+    except asyncio.TimeoutError:
         proc.kill()
         await proc.wait()
         raise

@@ -203,7 +203,7 @@ class WorkloadSource(PollingSource):
             self._gres_task = None
             try:
                 self._gres, self._gres_error = task.result(), ""
-            except (OSError, TimeoutError, RuntimeError) as exc:
+            except (OSError, asyncio.TimeoutError, RuntimeError) as exc:
                 self._gres, self._gres_error = [], f"{type(exc).__name__}: {exc}"
         now = time.monotonic()
         if self._gres_task is None and now - self._gres_read_at >= self.config["scontrol_interval"]:
