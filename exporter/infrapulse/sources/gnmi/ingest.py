@@ -69,6 +69,7 @@ from .ports import PortTable
 from .profile import Profile
 from .series_writes import SeriesWriter
 from .shared import MAX_SHARED_PREFIXES, RAW_PREFIXES, shared, shared_prefix
+from .wire import raw_updates as _raw_updates
 
 _STATUS_NAMES = frozenset(f.name for f in STATUS_FAMILIES)
 # Default per-switch limit on live series (one binding each); a 128-port switch with 8 queues
@@ -231,7 +232,7 @@ class SwitchState:
         if taken is not None:
             self._updates[key] += taken
         else:
-            raw_updates = wire.raw_updates(raw)
+            raw_updates = _raw_updates(raw)
             self._updates[key] += len(raw_updates)
             bad = self._apply_each(pctx, raw_updates, self.tick)
             if bad:
@@ -265,7 +266,7 @@ class SwitchState:
                 return pctx
             except DecodeError:
                 pass
-        count = len(wire.raw_updates(raw))
+        count = len(_raw_updates(raw))
         self._updates[self._key] += count
         if over_limit:
             self._dropped[self._key] += count
