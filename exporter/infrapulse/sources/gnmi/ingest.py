@@ -129,6 +129,7 @@ class SwitchState:
 
     @property
     def _unmapped(self) -> int:
+        """Unmapped leaf paths cached as None (bounded by binder.MAX_UNMAPPED_CACHED)."""
         return self._binder.unmapped
 
     # -- status -----------------------------------------------------------------------------
