@@ -8,7 +8,7 @@ other series dict.
 
 Why: the series of one SAMPLE notification get neighbouring slots when its shape is first
 planned, so taking in a sample of counters is one C-level slice assignment per run of slots
-(see `sources/gnmi/ingest.py`): 8 bytes written per leaf, no label tuple hashed, no float object kept per
+(see `sources/gnmi/bulk.py`): 8 bytes written per leaf, no label tuple hashed, no float object kept per
 series. With 64 switches streaming at once, the dict-per-family layout this replaces spent
 most of each update on cache misses (tuple hash, dict probe, the old float's refcount).
 

@@ -30,7 +30,7 @@ SeriesKey = tuple[str, tuple[str, ...]]  # (family name, label values)
 
 
 class Ranked(Protocol):
-    """What a preference reads of a binding (ingest.Binding): its rule and its label values."""
+    """What a preference reads of a binding (bindings.Binding): its rule and its label values."""
 
     @property
     def rule(self) -> Rule: ...

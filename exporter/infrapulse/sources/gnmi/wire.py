@@ -118,4 +118,10 @@ RawSubscribeResponse = _message("RawSubscribeResponse")  # each update kept as r
 Update = _message("Update")  # one raw update: path bytes + TypedValue bytes
 Shape = _message("Shape")  # the path fields of a notification's updates, as the bulk view keeps them
 
-__all__ = ["NUMERIC_KINDS", "RawSubscribeResponse", "Shape", "SubscribeResponse", "Update"]
+
+def raw_updates(raw: bytes) -> Any:
+    """Each update of the notification in SubscribeResponse bytes `raw`, as its own raw bytes."""
+    return RawSubscribeResponse.FromString(raw).update.update
+
+
+__all__ = ["NUMERIC_KINDS", "RawSubscribeResponse", "Shape", "SubscribeResponse", "Update", "raw_updates"]
