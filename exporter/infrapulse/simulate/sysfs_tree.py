@@ -80,8 +80,9 @@ def demo_devices() -> list[DeviceSpec]:
     device with no counters/, a switchdev-mode device with device-level hw_counters, and a
     Broadcom bnxt_re RoCE port (no counters/; its hw_counters are not simulated: no capture)."""
     # mlx5_<i> on PCI bus 0x0c + i: mlx5_0 is the 0000:0c:00.0 of the demo kernel log (simulate/kmsg.py).
-    roce = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", pci_address=f"0000:{0x0c + i:02x}:00.0", ports=[PortSpec(
-        link_layer="Ethernet", netdev=f"ens{i + 1}f0np0", rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
+    roce = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", pci_address=f"0000:{0x0c + i:02x}:00.0",
+                       ports=[PortSpec(link_layer="Ethernet", netdev=f"ens{i + 1}f0np0",
+                                       rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
     ib = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", pci_address=f"0000:{0x0c + i:02x}:00.0",
                      ports=[PortSpec(rate="400 Gb/sec (4X NDR)")]) for i in (4, 5)]
     switchdev = DeviceSpec("mlx5_6", hca_type="MT4125", ports=[PortSpec(
