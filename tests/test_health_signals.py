@@ -455,8 +455,10 @@ def test_the_signals_import_every_family_they_read_into_the_catalogue():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     labels = dict(ast.literal_eval(out.stdout))
-    assert len(labels) == 73  # 71 + the kernel log's events and records
+    assert len(labels) == 74  # 71 + the kernel log's events and records + the RDMA devices (kmsg naming)
     assert labels["infrapulse_kmsg_events_total"] == ("kind", "pci_address", "code", "severity")
+    assert labels["infrapulse_rdma_device_info"][0] == "device"
+    assert labels["infrapulse_rdma_device_info"][-1] == "pci_address"
     assert labels["infrapulse_nic_roce_ecn_enabled"] == ("interface", "role", "priority")
     assert labels["infrapulse_nic_link_recoveries_total"] == ("interface",)
     assert labels["infrapulse_nic_pfc_pause_duration_seconds_total"] == ("interface", "priority", "direction")

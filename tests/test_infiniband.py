@@ -40,7 +40,7 @@ def fixture_devices() -> list[DeviceSpec]:
     """Known values where the tests look; CRC-derived (stable) values elsewhere."""
     return [
         DeviceSpec("mlx5_0", hca_type="MT4129", board_id="MT_0000000838", fw_ver="28.39.1002",
-                   node_guid="b83f:d203:00aa:0001", ports=[PortSpec(
+                   node_guid="b83f:d203:00aa:0001", pci_address="0000:0d:00.0", ports=[PortSpec(
                        link_layer="Ethernet", netdev="ens1f0np0", rate="100 Gb/sec (4X EDR)",
                        overrides={"counters/port_xmit_data": 1000, "counters/port_rcv_data": 2500,
                                   "counters/port_xmit_packets": 10, "counters/port_rcv_packets": 20,
@@ -49,7 +49,7 @@ def fixture_devices() -> list[DeviceSpec]:
                                   "hw_counters/packet_seq_err": 3, "hw_counters/local_ack_timeout_err": 2,
                                   "hw_counters/req_cqe_error": 11,
                                   "gid_attrs/ndevs/0": ""})]),  # first GID entry unused: netdev from entry 1
-        DeviceSpec("mlx5_1", node_guid="b83f:d203:00aa:0002", ports=[PortSpec(
+        DeviceSpec("mlx5_1", node_guid="b83f:d203:00aa:0002", pci_address="0000:0d:00.1", ports=[PortSpec(
             rate="400 Gb/sec (4X NDR)",
             overrides={"counters/port_xmit_wait": 2**32 - 1, "counters/link_downed": 255,
                        "counters/symbol_error": 17})]),
@@ -62,7 +62,7 @@ def fixture_devices() -> list[DeviceSpec]:
                        link_layer="Ethernet", netdev="eno1", rate="10 Gb/sec (4X)", counters="na",
                        hw_counters=())]),
         DeviceSpec("irdma0", hca_type="E810", board_id="E810-XXVDA2", fw_ver="1.57",
-                   node_guid="0000:0000:0000:0002", ports=[PortSpec(
+                   node_guid="0000:0000:0000:0002", pci_address="0000:5e:00.0", ports=[PortSpec(
                        link_layer="Ethernet", netdev="ens9f0", rate="25 Gb/sec (1X EDR)", counters="absent",
                        hw_counters=IRDMA_HW_COUNTERS)]),
     ]
@@ -129,7 +129,7 @@ async def test_exact_samples_from_fixture_tree(tree):
     assert value(values, "infrapulse_rdma_port_info", link_layer="Ethernet", netdev="ens1f0np0", **d0) == 1
     assert value(values, "infrapulse_rdma_device_info", device="mlx5_0", hca_type="MT4129",
                  board_id="MT_0000000838", firmware_version="28.39.1002",
-                 node_guid="b83f:d203:00aa:0001") == 1
+                 node_guid="b83f:d203:00aa:0001", pci_address="0000:0d:00.0") == 1
     # Every hw counter of the port is exported exactly once, under one family or another.
     hw_families = ("infrapulse_rdma_ecn_marked_packets_total", "infrapulse_rdma_cnp_sent_total",
                    "infrapulse_rdma_cnp_handled_total", "infrapulse_rdma_cnp_ignored_total",
@@ -191,6 +191,21 @@ def test_golden_exposition(tree):
         GOLDEN.parent.mkdir(exist_ok=True)
         GOLDEN.write_text(rendered)
     assert rendered == GOLDEN.read_text()
+
+
+async def test_the_device_link_names_the_pci_function(tree):
+    """pci_address is the target of class/infiniband/<device>/device, as the kernel log spells it
+    (what joins a kmsg event to the NIC); a VF names its own function; no link, or a link to no
+    PCI function (a software device's virtual parent), gives ""."""
+    cls = tree.class_dir
+    # As the kernel links them: relative, from the device's own directory under the function.
+    os.symlink("../../../0000:0d:00.2", cls / "mlx5_2" / "device")  # a VF of the mlx5_0 card
+    os.symlink("../../../devices/virtual/net/lo", cls / "i40iw0" / "device")
+    store, _ = await poll(tree.root)
+    pci = {dict(labels)["device"]: dict(labels)["pci_address"]
+           for labels in samples_of(render_store(store), "infrapulse_rdma_device_info")}
+    assert pci == {"mlx5_0": "0000:0d:00.0", "mlx5_1": "0000:0d:00.1", "mlx5_2": "0000:0d:00.2",
+                   "i40iw0": "", "irdma0": "0000:5e:00.0"}
 
 
 def test_parsers():

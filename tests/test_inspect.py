@@ -15,6 +15,7 @@ from aiohttp import web
 
 from conftest import running_daemon
 from health_fixtures import Feed, service_for
+from helpers import real
 from infrapulse.inspect.compare import MOVED, counter_rate, windows
 from infrapulse.inspect.inspection import findings
 from infrapulse.inspect.recorder import Recorder
@@ -348,6 +349,51 @@ async def test_the_verdict_gpu_carries_its_last_kernel_log_event_as_evidence(tmp
     assert "kernel log, PCI 0000:b3:00.0: Xid 79: GPU has fallen off the bus (xid) at " in render(report)
 
 
+async def test_a_netdev_verdict_carries_its_nics_last_kernel_log_event(tmp_path: Path) -> None:
+    """ens1f0np0 -> mlx5_0 (infrapulse_rdma_port_info{netdev}) -> 0000:0d:00.0
+    (infrapulse_rdma_device_info{pci_address}) -> that function's last kernel-log event."""
+    from infrapulse import config as config_mod
+    from infrapulse.health.service import HealthService
+    from infrapulse.inspect.kernel_log import address_of
+    from infrapulse.inspect.page import render
+    from infrapulse.sources.kmsg.classify import classify
+
+    start = time.time() - 100
+    feed = _storming_feed(start)
+    for device, address, netdev in (("mlx5_0", "0000:0d:00.0", "ens1f0np0"),
+                                    ("mlx5_1", "0000:0d:00.1", "ens1f1np1")):
+        feed.series("infiniband", "infrapulse_rdma_device_info",
+                    (device, "MT4125", "MT_0000000359", "22.44.1036", "", address), [1.0] * 46, device)
+        feed.series("infiniband", "infrapulse_rdma_port_info", (device, "1", "Ethernet", netdev), [1.0] * 46,
+                    device)
+    # The kmsg source's series for the first line of the real capture, on mlx5_0's function;
+    # the other PF's event is not this verdict's evidence.
+    line = real("kmsg", "mlx5-health-fw-assert-cx6dx-qemu-devel-2025.txt").read_text().splitlines()[0]
+    [event] = classify(line.split("] ", 1)[1])
+    assert (event.pci_address, event.kind) == ("0000:0d:00.0", "mlx5_health_compromised")
+    read_at = start + 30.5
+    feed.series("kmsg", "infrapulse_kmsg_last_event_info",
+                (event.pci_address, event.kind, event.code, event.summary()), [None] * 30 + [1.0] * 16)
+    feed.series("kmsg", "infrapulse_kmsg_last_event_timestamp_seconds", (event.pci_address,),
+                [None] * 30 + [read_at] * 16)
+    feed.series("kmsg", "infrapulse_kmsg_last_event_info", ("0000:0d:00.1", "mlx5_fw_error", "",
+                "mlx5 firmware health issue"), [1.0] * 46)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
+                                health.interval)
+    (report,) = await _drive(feed, start, health, service)
+    assert (report["verdict"]["layer"], report["verdict"]["target"]) == ("network", "ens1f0np0 priority 3 rx")
+    assert report["verdict"]["kernel_log"] == {
+        "pci_address": "0000:0d:00.0", "kind": "mlx5_health_compromised", "code": event.code,
+        "summary": event.summary(), "timestamp": read_at}
+    assert f"kernel log, PCI 0000:0d:00.0: {event.summary()} (mlx5_health_compromised) at " in render(report)
+    # The same mapping by RDMA device (an RDMA verdict); a switch's interface is not a netdev here.
+    assert address_of(feed.store, {"device": "mlx5_1", "port": "1"}) == "0000:0d:00.1"
+    assert address_of(feed.store, {"interface": "ens1f1np1"}) == "0000:0d:00.1"
+    assert address_of(feed.store, {"switch": "leaf01", "interface": "ens1f0np0"}) == ""
+    assert address_of(feed.store, {"interface": "eth9"}) == ""
+
+
 async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: Path) -> None:
     start = time.time() - 100  # the store expires snapshots older than their staleness
     feed = _storming_feed(start)
@@ -362,7 +408,7 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
     report = made[0]
     assert report["verdict"]["layer"] == "network"
     assert report["verdict"]["target"] == "ens1f0np0 priority 3 rx"
-    assert report["verdict"]["kernel_log"] is None  # a netdev is not mapped to a PCI function
+    assert report["verdict"]["kernel_log"] is None  # no RDMA device maps this netdev to a PCI function
     assert report["trigger"]["kind"] == "score"
     network = next(layer for layer in report["layers"] if layer["name"] == "network")
     top = network["findings"][0]

@@ -1,8 +1,8 @@
 """The kernel-log health signals (health/signals/kmsg.py), driven by the real captures in
 ../shared/real/kmsg (read in place) through the kmsg source — reader, classifier, counters — into
 the health readings: two passes a window apart, a quiet log first, then the capture. Values and
-statuses asserted, and the device named (GPU index through infrapulse_gpu_info, else its PCI
-address)."""
+statuses asserted, and the device named (GPU index through infrapulse_gpu_info, RDMA device
+through infrapulse_rdma_device_info{pci_address}, else its PCI address) with its blast radius."""
 
 from __future__ import annotations
 
@@ -190,3 +190,56 @@ def test_kernel_link_events_change_no_score(tmp_path: Path) -> None:
         assert all(v == 0.0 for v, _ in _values(links, name).values())
     assert links.score == quiet.score and links.status == quiet.status
     assert not {r.signal for r in links.status_reasons} & set(KMSG_SIGNALS)
+
+
+# infrapulse_rdma_device_info: device, hca_type, board_id, firmware_version, node_guid, pci_address;
+# infrapulse_rdma_port_info: device, port, link_layer, netdev. The capture's ConnectX-6 Dx: two PFs
+# (0d:00.0, 0d:00.1) with netdevs, one more function with an RDMA device and no netdev, 0d:00.3-5
+# without an RDMA device here; mlx5_3 on another card logs nothing.
+RDMA_DEVICES = (("mlx5_0", "0000:0d:00.0"), ("mlx5_1", "0000:0d:00.1"), ("mlx5_2", "0000:0d:00.2"),
+                ("mlx5_3", "0000:8a:00.0"))
+RDMA_PORTS = (("mlx5_0", "1", "Ethernet", "ens1f0np0"), ("mlx5_1", "1", "Ethernet", "ens1f1np1"),
+              ("mlx5_3", "1", "Ethernet", "ens3f0np0"))
+# infrapulse_workload_nic_info: device, interface, kind, workload, then the detail labels (pod,
+# namespace, container, slurm_job_id, slurm_step, slurm_user, endpoint).
+NIC_WORKLOADS = (("mlx5_0", "ens1f0np0", "slurm_job", "4242", "", "", "", "4242", "0", "", ""),
+                 ("mlx5_0", "ens1f0np0", "endpoint", "sglang-qwen", "", "", "", "", "", "", "sglang-qwen"),
+                 ("mlx5_1", "ens1f1np1", "endpoint", "vllm-llama-70b", "", "", "", "", "", "",
+                  "vllm-llama-70b"),
+                 ("mlx5_3", "ens3f0np0", "slurm_job", "7777", "", "", "", "7777", "0", "", ""))
+
+
+def _nics(feed: Feed) -> None:
+    for device, address in RDMA_DEVICES:
+        feed.gauge("infiniband", "infrapulse_rdma_device_info",
+                   (device, "MT4125", "MT_0000000359", "22.44.1036", "", address), 1, target=device)
+    for port in RDMA_PORTS:
+        feed.gauge("infiniband", "infrapulse_rdma_port_info", port, 1, target=port[0])
+    for row in NIC_WORKLOADS:
+        feed.gauge("workload", "infrapulse_workload_nic_info", row, 1, target="workload")
+
+
+def test_an_mlx5_fault_names_the_rdma_device_and_only_its_workloads(tmp_path: Path) -> None:
+    text = real("kmsg", "mlx5-health-fw-assert-cx6dx-qemu-devel-2025.txt").read_text()
+    report = _report(tmp_path, text, extra=_nics)
+    fault = "firmware health issue (error), health compromised"
+    assert _values(report, "kmsg_nic_fault") == {
+        "mlx5_0": (2.0, fault), "mlx5_1": (2.0, fault), "mlx5_2": (1.0, "health compromised"),
+        **{f"NIC 0000:0d:00.{fn}": (1.0, "health compromised") for fn in range(3, 6)},
+        "mlx5_3": (0.0, "")}  # a known NIC that logged nothing is measured, at 0
+    labels = {t.measurement.target: t.measurement.labels for t in signal(report, "kmsg_nic_fault").targets}
+    assert labels["mlx5_0"] == {"device": "mlx5_0", "interface": "ens1f0np0", "pci_address": "0000:0d:00.0"}
+    assert labels["mlx5_2"] == {"device": "mlx5_2", "pci_address": "0000:0d:00.2"}  # no netdev known
+    assert labels["NIC 0000:0d:00.3"] == {"pci_address": "0000:0d:00.3"}
+    assert report.status == "critical"
+    reason = next(r for r in report.status_reasons if r.signal == "kmsg_nic_fault")
+    assert (reason.status, reason.target, reason.targets) == ("critical", "mlx5_0", 6)
+    # The blast radius is mlx5_0's workloads, not every NIC's (mlx5_1's endpoint, mlx5_3's job).
+    assert reason.affected is not None and reason.affected.state == "known"
+    assert [(w.kind, w.name) for w in reason.affected.workloads] == [("endpoint", "sglang-qwen"),
+                                                                    ("slurm_job", "4242")]
+    assert reason.affected.via == "RDMA device mlx5_0"
+    assert [w.name for w in report.workloads.affected(labels["mlx5_1"]).workloads] == ["vllm-llama-70b"]
+    # An unmapped function still falls back to every RDMA NIC of the node.
+    unmapped = report.workloads.affected(labels["NIC 0000:0d:00.3"])
+    assert {w.name for w in unmapped.workloads} == {"4242", "sglang-qwen", "vllm-llama-70b", "7777"}

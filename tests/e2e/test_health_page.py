@@ -161,7 +161,7 @@ async def test_status_page_for_the_person_on_call(tmp_path):
         feed.gauge("dcgm", "infrapulse_gpu_healthy", GPU_LABELS + ("", "", "", "", ""), 1)
         ib = "infiniband"
         feed.gauge(ib, "infrapulse_rdma_device_info", ("mlx5_0", "MT4129", "MT_0000000838", "28.39.1002",
-                                                       "a:b:c:d"), 1, "mlx5_0")
+                                                       "a:b:c:d", "0000:0d:00.0"), 1, "mlx5_0")
         feed.gauge(ib, "infrapulse_rdma_port_info", ("mlx5_0", "1", "Ethernet", "ens1f0np0"), 1, "mlx5_0")
         feed.gauge(ib, "infrapulse_rdma_port_state", ("mlx5_0", "1"), 4, "mlx5_0")
         feed.gauge(ib, "infrapulse_rdma_port_rate_bytes_per_second", ("mlx5_0", "1"), 5e10, "mlx5_0")

@@ -65,6 +65,9 @@ class DeviceSpec:
     fw_ver: str = "28.39.1002"
     node_guid: str = ""
     device_hw_counters: tuple[str, ...] = ()  # device-level hw_counters (switchdev mode, hfi1)
+    # The PCI function: `device` -> ../../../devices/pci0000:00/<pci_address> ("" = no link, as a
+    # software device and the real fixture trees have none).
+    pci_address: str = ""
 
 
 def bench_devices(count: int = 8) -> list[DeviceSpec]:
@@ -76,10 +79,12 @@ def demo_devices() -> list[DeviceSpec]:
     """The demo node: RoCE and IB mlx5 ports, an old iWARP device whose PMA reads N/A, an irdma
     device with no counters/, a switchdev-mode device with device-level hw_counters, and a
     Broadcom bnxt_re RoCE port (no counters/; its hw_counters are not simulated: no capture)."""
-    roce = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", ports=[PortSpec(
-        link_layer="Ethernet", netdev=f"ens{i + 1}f0np0", rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
-    ib = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", ports=[PortSpec(rate="400 Gb/sec (4X NDR)")])
-          for i in (4, 5)]
+    # mlx5_<i> on PCI bus 0x0c + i: mlx5_0 is the 0000:0c:00.0 of the demo kernel log (simulate/kmsg.py).
+    roce = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", pci_address=f"0000:{0x0c + i:02x}:00.0",
+                       ports=[PortSpec(link_layer="Ethernet", netdev=f"ens{i + 1}f0np0",
+                                       rate="400 Gb/sec (4X NDR)")]) for i in range(4)]
+    ib = [DeviceSpec(f"mlx5_{i}", hca_type="MT4129", pci_address=f"0000:{0x0c + i:02x}:00.0",
+                     ports=[PortSpec(rate="400 Gb/sec (4X NDR)")]) for i in (4, 5)]
     switchdev = DeviceSpec("mlx5_6", hca_type="MT4125", ports=[PortSpec(
         link_layer="Ethernet", netdev="ens7f0np0", rate="200 Gb/sec (4X HDR)", hw_counters=MLX5_Q_COUNTERS)],
         device_hw_counters=MLX5_CONG_COUNTERS)
@@ -176,9 +181,22 @@ def write_tree(root: str | Path, devices: int | Iterable[DeviceSpec] = 8) -> Sys
             tree.set(rel, initial_value(rel, name))
         if dev.device_hw_counters:
             tree.write_text(f"{d}/hw_counters/lifespan", "10")
+        if dev.pci_address:
+            _link_device(tree, d, dev.pci_address)
         for port in dev.ports:
             _write_port(tree, d, port)
     return tree
+
+
+def _link_device(tree: SysfsTree, device: str, pci_address: str) -> None:
+    """`class/infiniband/<device>/device` -> the PCI function's directory under `devices/`, a
+    relative link as the kernel makes it (there `../../../0000:0d:00.0` from the device's own
+    directory under the function; here the class entry is a plain directory, so it climbs to the root)."""
+    function = tree.root / "devices" / "pci0000:00" / pci_address
+    function.mkdir(parents=True, exist_ok=True)
+    link = tree.class_dir / device / "device"
+    if not link.is_symlink():
+        link.symlink_to(os.path.relpath(function, link.parent))
 
 
 def _write_port(tree: SysfsTree, device: str, port: PortSpec) -> None:

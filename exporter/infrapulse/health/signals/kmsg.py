@@ -20,9 +20,13 @@ a link event counts with the NIC's own carrier and state counters (the link sign
 command and TX timeouts, CQE and bnxt errors are counted and graphed, not scored (yet).
 
 Devices are named from the PCI address: a GPU through infrapulse_gpu_info's pci_bus_id (NVML's
-00000000:B3:00.0 is the kernel's 0000:b3:00.0), labelled `gpu` so the blast radius names the
-GPU's workloads. No series maps a NIC's PCI function to its RDMA device or netdev yet, so a NIC
-(or a bridge) is named by its PCI address, and its blast radius is the node's RDMA NICs.
+00000000:B3:00.0 is the kernel's 0000:b3:00.0), labelled `gpu`; an RDMA NIC through
+infrapulse_rdma_device_info's pci_address (its sysfs `device` link), named by its RDMA device
+(`mlx5_0`) and labelled `device` and, where infrapulse_rdma_port_info names one, `interface` (its
+netdev), so the blast radius (health/blast.py) names that GPU's or that NIC's workloads only.
+Every target keeps `pci_address`. A function neither maps (a bridge, a NIC without an RDMA
+device, no infiniband source here) is named by its PCI address, and its blast radius is the
+node's RDMA NICs.
 """
 
 from __future__ import annotations
@@ -31,12 +35,15 @@ from collections.abc import Callable
 
 from ... import xid
 from ...pci import sysfs_address
-from .base import COUNT, Context, Measurement, Signal
+from .base import COUNT, Context, Measurement, Signal, rdma_ports
 
 EVENTS = "infrapulse_kmsg_events_total"
 RECORDS = "infrapulse_kmsg_records_total"
 GPU_INFO = "infrapulse_gpu_info"
 NVML_XIDS = "infrapulse_gpu_xid_errors_total"
+RDMA_DEVICE = "infrapulse_rdma_device_info"
+RDMA_PORT = "infrapulse_rdma_port_info"
+NIC_FAMILIES = (RDMA_DEVICE, RDMA_PORT)
 
 # mlx5 health severities (mlx5_health_severity) below "error": reported, not a broken device.
 MLX5_MINOR = frozenset({"warning", "notice", "info", "debug"})
@@ -52,6 +59,22 @@ def gpus_by_address(ctx: Context) -> dict[str, str]:
         address = sysfs_address(s.labels.get("pci_bus_id", ""))
         if address and s.labels.get("gpu", ""):
             out[address] = s.labels["gpu"]
+    return out
+
+
+def nics_by_address(ctx: Context) -> dict[str, tuple[str, str]]:
+    """Kernel PCI address -> (RDMA device, its netdev or ""), from infrapulse_rdma_device_info's
+    pci_address and infrapulse_rdma_port_info's netdev (the lowest port that names one). Two RDMA
+    devices on one function (a soft-RoCE device over a NIC's netdev): the first by name."""
+    netdevs: dict[str, str] = {}
+    for (device, _port), port in sorted(rdma_ports(ctx).items()):
+        if port.netdev:
+            netdevs.setdefault(device, port.netdev)
+    out: dict[str, tuple[str, str]] = {}
+    for device, address in sorted((s.labels.get("device", ""), s.labels.get("pci_address", ""))
+                                  for s in ctx.readings.series(RDMA_DEVICE)):
+        if device and address:
+            out.setdefault(address, (device, netdevs.get(device, "")))
     return out
 
 
@@ -103,18 +126,27 @@ class _Tally:
 
 
 def _measurements(ctx: Context, tally: _Tally, noun: str, gpus: dict[str, str] | None = None,
-                  zero_for_gpus: bool = False) -> list[Measurement]:
+                  zero_for_gpus: bool = False, zero_for_nics: bool = False) -> list[Measurement]:
     gpus = gpus if gpus is not None else gpus_by_address(ctx)
+    nics = nics_by_address(ctx)
     counts = dict(tally.counts)
     if zero_for_gpus:
         for address in gpus:
             counts.setdefault(address, 0.0)
+    if zero_for_nics:
+        for address in nics:
+            counts.setdefault(address, 0.0)
     out = []
     for address, n in sorted(counts.items()):
         gpu = gpus.get(address)
+        nic = nics.get(address)
         if gpu is not None:
             out.append(Measurement(f"GPU {gpu}", n, tally.note(address),
                                    labels={"gpu": gpu, "pci_address": address}))
+        elif nic is not None:
+            device, netdev = nic
+            labels = {"device": device, "interface": netdev} if netdev else {"device": device}
+            out.append(Measurement(device, n, tally.note(address), labels={**labels, "pci_address": address}))
         else:
             out.append(Measurement(f"{noun} {address}" if address else f"{noun} (no PCI address)", n,
                                    tally.note(address), labels={"pci_address": address}))
@@ -138,15 +170,15 @@ def measure_gpu_fault(ctx: Context) -> list[Measurement]:
     return _measurements(ctx, tally, "PCI", gpus, zero_for_gpus=True)
 
 
-def _kinds(wanted: Callable[[str, str], str | None], noun: str,
-           zero_for_gpus: bool = False) -> Callable[[Context], list[Measurement]]:
+def _kinds(wanted: Callable[[str, str], str | None], noun: str, zero_for_gpus: bool = False,
+           zero_for_nics: bool = False) -> Callable[[Context], list[Measurement]]:
     def measure(ctx: Context) -> list[Measurement]:
         tally = _Tally()
         for (kind, address, code, severity), n in event_increases(ctx).items():
             note = wanted(kind, f"{code} {severity}".strip() if kind == "pcie_aer" else severity)
             if note is not None:
                 tally.add(address, n, note)
-        return _measurements(ctx, tally, noun, zero_for_gpus=zero_for_gpus)
+        return _measurements(ctx, tally, noun, zero_for_gpus=zero_for_gpus, zero_for_nics=zero_for_nics)
     return measure
 
 
@@ -167,7 +199,7 @@ def _aer(severities: frozenset[str]) -> Callable[[str, str], str | None]:
     return wanted
 
 
-measure_nic_fault = _kinds(_nic_fault, "NIC")
+measure_nic_fault = _kinds(_nic_fault, "NIC", zero_for_nics=True)
 measure_pcie_uncorrected = _kinds(_aer(UNCORRECTED), "PCI", zero_for_gpus=True)
 measure_pcie_corrected = _kinds(_aer(frozenset({"corrected"})), "PCI", zero_for_gpus=True)
 
@@ -190,7 +222,7 @@ SIGNALS: list[Signal] = [
         hint=("drain the node; a GPU off the bus or a fatal SXid needs a GPU reset or a reboot (check the "
               "slot, power and NVSwitch links if it repeats); look the XID up in NVIDIA's Xid catalog"),
         measure=measure_gpu_fault,
-        families=(*FAMILIES, GPU_INFO, NVML_XIDS),
+        families=(*FAMILIES, GPU_INFO, NVML_XIDS, *NIC_FAMILIES),
         sources=("kmsg",),
         counters=(EVENTS, NVML_XIDS),
         critical=True,
@@ -210,7 +242,7 @@ SIGNALS: list[Signal] = [
         hint=("the NIC's firmware stopped answering or asserted: drain the node, collect `devlink health` "
               "and the fw dump, reset the device (devlink reload) or reboot; RMA it if it repeats"),
         measure=measure_nic_fault,
-        families=FAMILIES,
+        families=(*FAMILIES, *NIC_FAMILIES),
         sources=("kmsg",),
         counters=(EVENTS,),
         critical=True,
@@ -230,7 +262,7 @@ SIGNALS: list[Signal] = [
         hint=("the device behind this PCIe link may have lost data or been reset: drain the node; reseat "
               "the card or replace the riser/cable, and check the slot's power if it repeats"),
         measure=measure_pcie_uncorrected,
-        families=(*FAMILIES, GPU_INFO),
+        families=(*FAMILIES, GPU_INFO, *NIC_FAMILIES),
         sources=("kmsg",),
         counters=(EVENTS,),
         critical=True,
@@ -251,7 +283,7 @@ SIGNALS: list[Signal] = [
               "and often precedes an uncorrected error; reseat the card, check the riser and the link "
               "speed/width"),
         measure=measure_pcie_corrected,
-        families=(*FAMILIES, GPU_INFO),
+        families=(*FAMILIES, GPU_INFO, *NIC_FAMILIES),
         sources=("kmsg",),
         counters=(EVENTS,),
     ),

@@ -36,8 +36,10 @@ def _nic_counter(name: str, help: str, labels: tuple[str, ...], unit: str = "") 
 
 DEVICE_INFO = catalog.declare(
     "infrapulse_rdma_device_info", catalog.INFO,
-    "RDMA device metadata from /sys/class/infiniband/<device> (hca_type, board_id, fw_ver, node_guid).",
-    ("device", "hca_type", "board_id", "firmware_version", "node_guid"), source=IB_SOURCE)
+    "RDMA device metadata from /sys/class/infiniband/<device> (hca_type, board_id, fw_ver, node_guid) and "
+    "pci_address, the PCI function its `device` link points at (0000:0d:00.0, as the kernel log spells it; "
+    "\"\" where the link is missing or names no PCI function, e.g. a software device).",
+    ("device", "hca_type", "board_id", "firmware_version", "node_guid", "pci_address"), source=IB_SOURCE)
 PORT_INFO = catalog.declare(
     "infrapulse_rdma_port_info", catalog.INFO,
     "RDMA port metadata: link_layer (InfiniBand or Ethernet = RoCE) and, for RoCE, the netdev "

@@ -3,9 +3,11 @@
 For every device (optionally filtered by regex) and every port it reads `state`,
 `phys_state`, `rate`, `link_layer`, the PMA `counters/` (the 64-bit legacy `counters_ext/*_64`
 instead where an old kernel has them), every file of `hw_counters/`, the device-level
-`hw_counters/` where the driver has one, and maps a RoCE port to its netdev via
-`gid_attrs/ndevs`. Each device is one target: `infrapulse_source_up{source="infiniband",
-target="mlx5_3"}` tells whether that device could be read.
+`hw_counters/` where the driver has one, maps a RoCE port to its netdev via `gid_attrs/ndevs`,
+and names the PCI function of each device from its `device` link (`pci_address` of
+infrapulse_rdma_device_info: what joins a kernel-log event to the NIC). Each device is one
+target: `infrapulse_source_up{source="infiniband", target="mlx5_3"}` tells whether that device
+could be read.
 
 Robustness: a file that reads `N/A (no PMA)` (old kernels), fails with EINVAL/EOPNOTSUPP
 (new hardware, bnxt_re) or cannot be opened is skipped and listed in the target's partial
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ... import catalog
+from ...pci import device_link_address
 from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
 from ...store import Snapshot
 from ..base import PollingSource, SourceContext, TargetResult
@@ -311,7 +314,8 @@ class InfinibandReader:
         base = self.class_dir / name
         meta = {key: _read_text(base / key) or "" for key in ("hca_type", "board_id", "fw_ver", "node_guid")}
         dev.static[DEVICE_INFO.name] = {
-            (name, meta["hca_type"], meta["board_id"], meta["fw_ver"], meta["node_guid"]): 1.0}
+            (name, meta["hca_type"], meta["board_id"], meta["fw_ver"], meta["node_guid"],
+             device_link_address(base / "device")): 1.0}
         self._scan_counter_dir(dev, base / "hw_counters", "hw_counters", (name, ""), "hw")
         data_octets = data_unit_octets(base, name)
         try:
