@@ -132,7 +132,7 @@ def _add_rules_parser(sub: Any) -> None:
     rules.set_defaults(func=cmd_rules)
 
 
-def cmd_rules(args) -> int:
+def cmd_rules(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from .health import linkrules
@@ -186,7 +186,7 @@ def cmd_rules(args) -> int:
     return 0
 
 
-def cmd_check_config(args) -> int:
+def cmd_check_config(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
         cfg = load_file(args.file, warnings)
@@ -225,7 +225,7 @@ def cmd_check_config(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     from .daemon import Daemon, run_async
     from .webconfig import web_security
 
@@ -249,7 +249,7 @@ def cmd_run(args) -> int:
     return run_async(daemon.run_forever)
 
 
-def source_options(cfg: dict) -> dict:
+def source_options(cfg: dict[str, Any]) -> dict[str, Any]:
     """What the daemon injects into sources (SourceContext.options) for this config: the NVML
     fake only when the documented testing key `sources.nvml.fake` asks for it."""
     from .sources.gpu.nvml import OPEN_FAKE_KEY
@@ -259,7 +259,7 @@ def source_options(cfg: dict) -> dict:
     return {OPEN_FAKE_KEY: _simulate("nvml_fake").open_fake}
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     logs.setup(args.log_format, args.log_level)
     code: int = _simulate("demo").run_demo(args)
     return code
@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return args.func(args)
+    code = args.func(args)  # the sub-command's cmd_* function (set_defaults)
+    return code
 
 
 if __name__ == "__main__":

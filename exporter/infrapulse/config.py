@@ -166,7 +166,7 @@ def load_text(text: str, file: str = "<config>", warnings: list[str] | None = No
     problems = list(duplicates)
     root = root_schema()
     try:
-        cfg = root.validate(data, "")
+        cfg: dict[str, Any] = root.validate(data, "")  # the root Section's mapping
     except SchemaError as exc:
         problems += [(e.path or "<top level>", e.reason) for e in exc.errors]
     if problems:

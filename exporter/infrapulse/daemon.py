@@ -21,7 +21,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -38,7 +38,14 @@ from .sources import registry as source_registry
 from .sources.base import Source, SourceContext
 from .store import Store
 
+if TYPE_CHECKING:  # webconfig pulls in bcrypt and cryptography; the daemon only holds one
+    from .webconfig import WebSecurity
+
 log = logging.getLogger("infrapulse.daemon")
+
+# What a running source was started from: its config section (repr), the interval and the state
+# directory. A reload restarts the sources whose key changed.
+SourceKey = tuple[str, float, str]
 
 STOP_GRACE_SECONDS = 1.5
 # Connections waiting for accept(): room for a burst of scrapers beside a flood being shed.
@@ -48,7 +55,8 @@ LISTEN_BACKLOG = 1024
 class Daemon:
     def __init__(self, config: dict[str, Any], config_path: str | None = None,
                  listen_override: str | None = None, hostname: str | None = None,
-                 web_security=None, source_options: dict[str, Any] | None = None) -> None:
+                 web_security: WebSecurity | None = None,
+                 source_options: dict[str, Any] | None = None) -> None:
         self.config = config
         # Handed to every source as SourceContext.options: how the CLI or the demo injects
         # things a source must not import itself (the NVML fake).
@@ -60,10 +68,10 @@ class Daemon:
                     or socket.gethostname())
         self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
-        self.sources: dict[str, tuple[Source, asyncio.Task, Any]] = {}
+        self.sources: dict[str, tuple[Source, asyncio.Task[None], SourceKey]] = {}
         self.services: list[Service] = compose_services(config, self.store, self.state.hostname)
-        self._tasks: list[asyncio.Task] = []  # the services' and the daemon's own background tasks
-        self.web_security = web_security  # webconfig.WebSecurity: TLS and basic auth, or None
+        self._tasks: list[asyncio.Task[None]] = []  # the services' and the daemon's own background tasks
+        self.web_security = web_security  # TLS and basic auth, or None
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
         self._guard: ConnectionGuard | None = None
@@ -189,18 +197,19 @@ class Daemon:
 
     # -- sources -----------------------------------------------------------------------------
 
-    def _role(self, config: dict) -> str:
+    def _role(self, config: dict[str, Any]) -> str:
         if config.get("role", "auto") != "auto":
-            return config["role"]
+            role: str = config["role"]  # one of the schema's choices
+            return role
         roles = {cls.role for name, cls in source_registry().items() if cls.wanted(config["sources"][name])}
         if roles == {"node", "fabric"}:
             return "both"
         return roles.pop() if roles else "node"
 
-    def _source_key(self, name: str, config: dict) -> Any:
+    def _source_key(self, name: str, config: dict[str, Any]) -> SourceKey:
         return (repr(config["sources"][name]), config["interval"], config["state_dir"])
 
-    def _start_sources(self, config: dict, only: set[str] | None = None) -> None:
+    def _start_sources(self, config: dict[str, Any], only: set[str] | None = None) -> None:
         ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname,
                             options=self.source_options, state_dir=config["state_dir"])
         for name, cls in source_registry().items():
@@ -256,7 +265,7 @@ class Daemon:
             log.info("config reloaded", extra={"file": self.config_path, "sources": sorted(self.sources)})
             return True
 
-    async def apply_config(self, new: dict) -> None:
+    async def apply_config(self, new: dict[str, Any]) -> None:
         changed = {name for name in source_registry()
                    if name in self.sources and self.sources[name][2] != self._source_key(name, new)}
         wanted = {name for name, cls in source_registry().items() if cls.wanted(new["sources"][name])}

@@ -91,7 +91,7 @@ async def healthz_handler(request: web.Request) -> web.Response:
     return web.Response(text="ok\n")
 
 
-def coverage_summary(st: SourceStatus) -> dict | None:
+def coverage_summary(st: SourceStatus) -> dict[str, Any] | None:
     """How many of an instance's mappings yield nothing, and one unmapped example (None when the
     source reports no mappings)."""
     if not st.coverage and not st.series_dropped:
@@ -109,7 +109,7 @@ def coverage_summary(st: SourceStatus) -> dict | None:
     }
 
 
-def sources_status(store: Store) -> list[dict]:
+def sources_status(store: Store) -> list[dict[str, Any]]:
     out = []
     for st in sorted(store.status.values(), key=lambda s: (s.source, s.target)):
         out.append({

@@ -7,11 +7,12 @@ import logging
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
 
 
-def _extras(record: logging.LogRecord) -> dict:
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
 
 

@@ -11,7 +11,8 @@ import asyncio
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import CollectorRegistry
@@ -87,13 +88,21 @@ class DaemonState:
         self.last_reload_success = time.time()
 
 
+# One family's series dict as readers see it: label values (sorted (label, value) pairs for a
+# passthrough family) to a float (a Histogram for a histogram family). Which of them is a
+# property of the family, not of the dict's type, hence Any.
+SeriesDict = Mapping[Any, Any]
+# The daemon's own families: label values to a float.
+OwnSeries = dict[tuple[str, ...], float]
+
+
 def _format_le(bound: float) -> str:
     if math.isinf(bound):
         return "+Inf"
     return repr(float(bound))
 
 
-def family_metric(family: catalog.Family, series_by_instance) -> Metric | None:
+def family_metric(family: catalog.Family, series_by_instance: Iterable[SeriesDict]) -> Metric | None:
     """Build one prometheus_client Metric from an iterable of series dicts of this family."""
     if family.passthrough:
         return _passthrough_metric(family, series_by_instance)
@@ -128,7 +137,8 @@ def family_metric(family: catalog.Family, series_by_instance) -> Metric | None:
     return metric if samples else None
 
 
-def _passthrough_metric(family: catalog.Family, series_by_instance) -> Metric | None:
+def _passthrough_metric(family: catalog.Family,
+                        series_by_instance: Iterable[SeriesDict]) -> Metric | None:
     """A re-exposed engine family: series keys are sorted (label, value) pairs."""
     name = family.name
     typ = family.type
@@ -166,7 +176,7 @@ class StoreCollector:
         self.store = store
         self.state = state
 
-    def describe(self):
+    def describe(self) -> list[Metric]:
         # Returning nothing keeps registry.register() from calling collect() at start-up.
         return []
 
@@ -184,21 +194,21 @@ class StoreCollector:
 
     # What the exposition encoder renders from (exposition.store_encoder.StoreSeries):
 
-    def families(self) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
+    def families(self) -> tuple[dict[str, list[tuple[Owner, SeriesDict]]], dict[str, int]]:
         """Expire stale snapshots, then every live series dict by family (see families_by_name)."""
         self.store.expire()
         return families_by_name(self.store)
 
-    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]:
+    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, OwnSeries]]:
         return self_series(self.store, self.state, series_per_source)
 
 
 
 
-def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]]], dict[str, int]]:
+def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, SeriesDict]]], dict[str, int]]:
     """Every non-empty series dict of the store by family name with its instance (in snapshot
     order), and the series count per source. Shared by this collector and the exposition encoder."""
-    by_family: defaultdict[str, list[tuple[Owner, Mapping]]] = defaultdict(list)
+    by_family: defaultdict[str, list[tuple[Owner, SeriesDict]]] = defaultdict(list)
     series_per_source: dict[str, int] = {}
     for owner, snap in store.snapshots():
         count = 0
@@ -213,12 +223,18 @@ def families_by_name(store: Store) -> tuple[dict[str, list[tuple[Owner, Mapping]
 
 
 def self_series(store: Store, state: DaemonState,
-                series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]:
+                series_per_source: dict[str, int]) -> list[tuple[catalog.Family, OwnSeries]]:
     """The daemon's own families (source status, coverage, build, reload, cardinality) with their
     series, in the order /metrics shows them."""
     statuses = sorted(store.status.values(), key=lambda s: (s.source, s.target))
-    up, last, duration, errors, status = {}, {}, {}, {}, {}
-    mapping_series, unmapped, dropped = {}, {}, {}
+    up: OwnSeries = {}
+    last: OwnSeries = {}
+    duration: OwnSeries = {}
+    errors: OwnSeries = {}
+    status: OwnSeries = {}
+    mapping_series: OwnSeries = {}
+    unmapped: OwnSeries = {}
+    dropped: OwnSeries = {}
     for st in statuses:
         for mapping, cov in st.coverage.items():
             mapping_series[(st.source, st.target, mapping)] = float(cov.series)

@@ -311,7 +311,7 @@ class Section(Field):
     """A mapping with a fixed set of keys; unknown keys are errors (they are usually typos)."""
 
     fields: dict[str, Field] = field(default_factory=dict)
-    check: Callable[[dict, str], None] | None = None  # cross-field validation
+    check: Callable[[dict[str, Any], str], None] | None = None  # cross-field validation
 
     def type_doc(self) -> str:
         return "mapping"

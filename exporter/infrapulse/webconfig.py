@@ -25,9 +25,10 @@ import logging
 import os
 import re
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import bcrypt
 import yaml
@@ -71,6 +72,22 @@ class WebConfigError(Exception):
     pass
 
 
+class TlsServerConfig(TypedDict):
+    """tls_server_config as SCHEMA validates it (every key present; defaults filled in), with
+    the file names resolved against the web config file's directory."""
+
+    cert_file: str
+    key_file: str
+    client_auth_type: str
+    client_ca_file: str
+    min_version: str
+    max_version: str
+
+
+TlsFileKey = Literal["cert_file", "key_file", "client_ca_file"]  # the keys that name a file
+TLS_FILE_KEYS: tuple[TlsFileKey, ...] = ("cert_file", "key_file", "client_ca_file")
+
+
 # bcrypt reads only the first 72 bytes of a password: bcrypt 4 ignores the rest (so a longer
 # guess that shares them would pass) and bcrypt 5 raises ValueError. Longer ones never match.
 BCRYPT_MAX_PASSWORD_BYTES = 72
@@ -104,7 +121,7 @@ def check_password(password: bytes, hashed: bytes) -> bool:
 @dataclass
 class WebConfig:
     path: Path
-    tls: dict | None = None
+    tls: TlsServerConfig | None = None
     users: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -124,18 +141,18 @@ def load(path: str | Path) -> WebConfig:
         doc = SCHEMA.validate(data, "")
     except SchemaError as exc:
         raise WebConfigError(f"{path}: {exc}") from None
-    tls = None
+    tls: TlsServerConfig | None = None
     if data.get("tls_server_config"):
         tls = doc["tls_server_config"]
         base = path.parent
-        for key in ("cert_file", "key_file", "client_ca_file"):
+        for key in TLS_FILE_KEYS:
             if tls[key]:
                 tls[key] = str(base / tls[key])
         needs_ca = tls["client_auth_type"] in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
         if needs_ca and not tls["client_ca_file"]:
             raise WebConfigError(f"{path}: tls_server_config.client_ca_file: "
                                  f"required for {tls['client_auth_type']}")
-    users = {}
+    users: dict[str, bytes] = {}
     for user, hashed in doc["basic_auth_users"].items():
         if not BCRYPT_HASH.fullmatch(hashed):
             raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash "
@@ -144,14 +161,14 @@ def load(path: str | Path) -> WebConfig:
     return WebConfig(path=path, tls=tls, users=users)
 
 
-def _tls_file(path: Path, tls: dict, key: str) -> bytes:
+def _tls_file(path: Path, tls: TlsServerConfig, key: TlsFileKey) -> bytes:
     try:
         return Path(tls[key]).read_bytes()
     except OSError as exc:
         raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: {exc.strerror or exc}") from None
 
 
-def _check_certificates(path: Path, tls: dict, key: str) -> None:
+def _check_certificates(path: Path, tls: TlsServerConfig, key: TlsFileKey) -> None:
     """Fail naming `key` and its file unless the file holds at least one PEM certificate."""
     text = _tls_file(path, tls, key).decode("ascii", "replace")
     try:
@@ -161,7 +178,7 @@ def _check_certificates(path: Path, tls: dict, key: str) -> None:
                              "no PEM certificate in it") from None
 
 
-def _load_certificates(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+def _load_certificates(ctx: ssl.SSLContext, tls: TlsServerConfig, path: Path) -> None:
     """Load the server's certificate and key (and the client CA) into `ctx`; an error names the
     key and the file it is about, not just OpenSSL's reason."""
     _check_certificates(path, tls, "cert_file")
@@ -184,7 +201,7 @@ def _load_certificates(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
         ctx.load_verify_locations(tls["client_ca_file"])
 
 
-def _configure_context(ctx: ssl.SSLContext, tls: dict, path: Path) -> None:
+def _configure_context(ctx: ssl.SSLContext, tls: TlsServerConfig, path: Path) -> None:
     _load_certificates(ctx, tls, path)
     ctx.minimum_version = TLS_VERSIONS[tls["min_version"]]
     ctx.maximum_version = TLS_VERSIONS[tls["max_version"]]
@@ -276,7 +293,9 @@ class WebSecurity:
         return ok
 
     @web.middleware
-    async def middleware(self, request: web.Request, handler):
+    async def middleware(self, request: web.Request,
+                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                         ) -> web.StreamResponse:
         header = request.headers.get("Authorization")
         if not await self._authorized(header):
             response = web.Response(status=401, text="Unauthorized\n",

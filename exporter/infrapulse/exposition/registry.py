@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from prometheus_client import exposition
 from prometheus_client.metrics_core import Metric
@@ -37,7 +37,10 @@ class _Metrics:
 def reference_body(metrics: Iterable[Metric], style: Style) -> bytes:
     """prometheus_client's encoding of `metrics` (without OpenMetrics' closing # EOF)."""
     if style.openmetrics:
-        body = om_exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
+        # prometheus_client annotates exposition.generate_latest but not its OpenMetrics twin,
+        # which takes the same (collector, escaping=) and returns the encoded body too.
+        om_generate_latest = cast("Callable[..., bytes]", om_exposition.generate_latest)
+        body = om_generate_latest(_Metrics(metrics), escaping=style.escaping)
         return body[: -len(EOF_LINE)]
     return exposition.generate_latest(_Metrics(metrics), escaping=style.escaping)
 

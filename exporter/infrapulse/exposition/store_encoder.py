@@ -23,7 +23,8 @@ class StoreSeries(Protocol):
     def families(self) -> tuple[dict[str, list[tuple[tuple[str, str], Mapping[Any, Any]]]],
                                 dict[str, int]]: ...
 
-    def own_families(self, series_per_source: dict[str, int]) -> list[tuple[catalog.Family, dict]]: ...
+    def own_families(self, series_per_source: dict[str, int]
+                     ) -> list[tuple[catalog.Family, dict[tuple[str, ...], float]]]: ...
 
 
 @runtime_checkable

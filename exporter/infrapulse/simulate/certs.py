@@ -11,6 +11,7 @@ import datetime
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -26,8 +27,10 @@ class TestPKI:
     client_cert: Path
     client_key: Path
 
-    def read(self, which: str) -> bytes:
-        return getattr(self, which).read_bytes()
+    def read(self, which: Literal["ca_file", "server_cert", "server_key", "client_cert", "client_key"]
+             ) -> bytes:
+        path: Path = getattr(self, which)
+        return path.read_bytes()
 
 
 def _name(common_name: str) -> x509.Name:
@@ -35,13 +38,15 @@ def _name(common_name: str) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def _key_pem(key) -> bytes:
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def _issue(subject: str, key, issuer_name: x509.Name, issuer_key, *, ca: bool = False,
-           sans: list[x509.GeneralName] | None = None, usage=None) -> x509.Certificate:
+def _issue(subject: str, key: ec.EllipticCurvePrivateKey, issuer_name: x509.Name,
+           issuer_key: ec.EllipticCurvePrivateKey, *, ca: bool = False,
+           sans: list[x509.GeneralName] | None = None,
+           usage: x509.ObjectIdentifier | None = None) -> x509.Certificate:
     now = datetime.datetime.now(datetime.timezone.utc)
     builder = (x509.CertificateBuilder()
                .subject_name(_name(subject))

@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import yaml
 
 
-def cmd_scenarios(args) -> int:
+def cmd_scenarios(args: argparse.Namespace) -> int:
     from .demo import known_scenarios
 
     scenarios = known_scenarios()
@@ -29,7 +30,7 @@ def cmd_scenarios(args) -> int:
     return 0
 
 
-def cmd_sysfs(args) -> int:
+def cmd_sysfs(args: argparse.Namespace) -> int:
     from .sysfs_tree import demo_devices, write_tree
 
     devices = args.devices if args.devices else demo_devices()
@@ -38,7 +39,8 @@ def cmd_sysfs(args) -> int:
     return 0
 
 
-async def _serve_until_signal(start, stop) -> None:
+async def _serve_until_signal(start: Callable[[], Awaitable[None]],
+                              stop: Callable[[], Awaitable[None]]) -> None:
     await start()
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -50,7 +52,7 @@ async def _serve_until_signal(start, stop) -> None:
         await stop()
 
 
-def cmd_gnmi(args) -> int:
+def cmd_gnmi(args: argparse.Namespace) -> int:
     from .gnmi_target import SimFabric, SimSwitch
 
     switches = [SimSwitch(f"{args.prefix}{i + 1:03d}", args.profile, ports=args.ports, seed=i)
@@ -71,7 +73,7 @@ def cmd_gnmi(args) -> int:
     return 0
 
 
-def cmd_serving(args) -> int:
+def cmd_serving(args: argparse.Namespace) -> int:
     from .serving_engines import EngineServer
 
     server = EngineServer(args.engine, arrival_rate=args.rate)
@@ -84,7 +86,7 @@ def cmd_serving(args) -> int:
     return 0
 
 
-def cmd_mesh(args) -> int:
+def cmd_mesh(args: argparse.Namespace) -> int:
     from .mesh import loopback_only, serve
 
     try:

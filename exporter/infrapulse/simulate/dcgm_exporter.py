@@ -21,10 +21,12 @@ Values come from a FakeNvml (the same GPUs the nvml source sees), plus synthetic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from ..sources.gpu import nvml_api as api
-from .nvml_fake import FakeGpu, FakeNvml
+from .nvml_fake import FakeGpu, FakeHandle, FakeNvml
 
 INT64_NOT_SUPPORTED = 0x7FFFFFFFFFFFFFF2
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -121,11 +123,11 @@ class GpuExposition:
         return "".join(out)
 
     @staticmethod
-    def _physical_copy(values: dict, copy: int, copies: int) -> dict:
+    def _physical_copy(values: dict[str, float], copy: int, copies: int) -> dict[str, float]:
         """The physical fields as instance row `copy` prints them: read a moment apart, so gauges
         differ by a little (power by 0.11 W every other copy, as in the A30 capture) and counters
         are a few units behind for rows read earlier; GPU_UTIL/MEM_COPY_UTIL are 0 on instances."""
-        out = {}
+        out: dict[str, float] = {}
         for name, value in values.items():
             if name in MIG_FIELDS or value == INT64_NOT_SUPPORTED:
                 out[name] = value
@@ -137,7 +139,8 @@ class GpuExposition:
                 out[name] = value
         return {**out, **{name: 0 for name in MIG_ZERO_FIELDS}}
 
-    def _rows(self, rows: dict[str, list[str]], gpu: FakeGpu, values: dict, mig_labels: list,
+    def _rows(self, rows: dict[str, list[str]], gpu: FakeGpu, values: dict[str, float],
+              mig_labels: list[tuple[str, str]],
               pod: tuple[str, str, str] | None) -> None:
         labels = [("gpu", str(gpu.index)), ("UUID", gpu.uuid), ("pci_bus_id", gpu.pci_bus_id),
                   ("device", f"nvidia{gpu.index}"), ("modelName", gpu.spec.get("name", "NVIDIA GPU"))]
@@ -152,12 +155,12 @@ class GpuExposition:
             if name in rows:
                 rows[name].append(f"{name}{{{text}}} {value}\n")
 
-    def _gpu_values(self, gpu: FakeGpu) -> dict | None:
+    def _gpu_values(self, gpu: FakeGpu) -> dict[str, float] | None:
         fake, h = self.fake, gpu.handle
 
-        def read(call, *args, scale=1.0):
+        def read(call: Callable[[FakeHandle, int], int], arg: int, scale: float = 1.0) -> float:
             try:
-                return call(h, *args) * scale
+                return call(h, arg) * scale
             except Exception as exc:
                 if api.error_code(exc) == api.GPU_IS_LOST:
                     raise
@@ -171,7 +174,7 @@ class GpuExposition:
                 (api.FI_MEMORY_TEMP, 0), (api.FI_TOTAL_ENERGY, 0), (api.FI_PCIE_REPLAY, 0),
                 (api.FI_REMAPPED_COR, 0), (api.FI_REMAPPED_UNC, 0), (api.FI_REMAPPED_FAILURE, 0),
                 (api.FI_ECC_SBE_VOL, 0), (api.FI_ECC_DBE_VOL, 0)])}
-            values = {
+            values: dict[str, float] = {
                 "DCGM_FI_DEV_SM_CLOCK": read(fake.clock, api.CLOCK_SM),
                 "DCGM_FI_DEV_MEM_CLOCK": read(fake.clock, api.CLOCK_MEM),
                 "DCGM_FI_DEV_GPU_TEMP": read(fake.temperature, api.TEMPERATURE_GPU),

@@ -7,6 +7,7 @@ points the daemon at it, and a `close()`. Adding a simulator therefore needs no 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import importlib
 import logging
@@ -16,6 +17,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from aiohttp import web
@@ -45,13 +47,13 @@ class DemoContext:
 @dataclass
 class DemoPart:
     name: str
-    sources: dict  # merged into the daemon config's `sources:`
+    sources: dict[str, Any]  # merged into the daemon config's `sources:`
     close: Callable[[], Awaitable[None]]
     description: str = ""
-    settings: dict = field(default_factory=dict)  # top-level config keys (e.g. state_dir)
+    settings: dict[str, Any] = field(default_factory=dict)  # top-level config keys (e.g. state_dir)
 
 
-def demo_modules() -> list:
+def demo_modules() -> list[ModuleType]:
     """The simulators the source registry names (each source spec's `simulator`), once each,
     in name order: a source without a simulator is not in the demo (tests/test_demo_sources.py)."""
     names = sorted({spec.simulator for spec in SPECS if spec.simulator})
@@ -66,10 +68,10 @@ def known_scenarios() -> dict[str, str]:
 
 
 async def start_parts(ctx: DemoContext) -> list[DemoPart]:
-    parts = []
+    parts: list[DemoPart] = []
     try:
         for module in demo_modules():
-            part = await module.demo_part(ctx)
+            part: DemoPart = await module.demo_part(ctx)  # each simulator module's entry point
             log.info("simulator started", extra={"part": part.name, "detail": part.description})
             parts.append(part)
     except BaseException:
@@ -86,12 +88,12 @@ async def close_parts(parts: list[DemoPart]) -> None:
             log.exception("closing simulator failed", extra={"part": part.name})
 
 
-def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict | None = None,
-                inspect: dict | None = None) -> dict:
+def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict[str, Any] | None = None,
+                inspect: dict[str, Any] | None = None) -> dict[str, Any]:
     """The daemon's config: every simulator's sources, and a `health:` section when given (the
     end-to-end tests shorten the health windows with it)."""
-    sources: dict = {}
-    settings: dict = {}
+    sources: dict[str, Any] = {}
+    settings: dict[str, Any] = {}
     for part in parts:
         sources.update(part.sources)
         settings.update(part.settings)
@@ -106,7 +108,7 @@ def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict 
     return config_mod.load_text(yaml.safe_dump(doc), "<demo>")
 
 
-def run_demo(args) -> int:
+def run_demo(args: argparse.Namespace) -> int:
     from ..daemon import Daemon, run_async
     from ..sources.gpu.nvml import OPEN_FAKE_KEY
     from ..webconfig import web_security as make_web_security

@@ -36,8 +36,9 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2 as pb
@@ -47,6 +48,9 @@ from ..sources.gnmi.paths import parse_path, strip_module
 from . import gnmi_sonic
 from .gnmi_port import PRIORITIES, SimPort
 from .scenarios import PAUSE_US_PER_FRAME, ScenarioBoard
+
+if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
+    from .demo import DemoContext, DemoPart
 
 SCENARIOS = {
     "pfc-storm": "switch side: leaf01's port to the first node receives a climbing PFC pause storm on "
@@ -95,6 +99,10 @@ LANZ_SEGMENT = 16  # bytes per LANZ segment (configRecord.segmentSize in the EOS
 BUSY = "System is busy"  # Cumulus's answer to a Subscribe set up during another one [unconfirmed]
 
 Elem = tuple[str, tuple[tuple[str, str], ...]]
+# What Renderer.render() returns beside the notifications, and takes back as `previous` for an
+# ON_CHANGE diff: the leaves it rendered by path, {"table": ...} for a SONiC table or
+# {"records": ...} for LANZ. Opaque to the caller; which shape is fixed by the subscription.
+RenderState = dict[Any, Any]
 
 
 def port_name(profile: str, index: int) -> str:
@@ -348,7 +356,7 @@ class SimSwitch:
                                 "timestamp": time.time_ns() // 1000, "trafficClass": q, "txLatency": 0})
         return records
 
-    def sonic_table(self, path: list[str], malformed: bool = False) -> dict | None:
+    def sonic_table(self, path: list[str], malformed: bool = False) -> dict[str, Any] | None:
         """The JSON map a SONiC path returns, or None if sonic-gnmi would not serve the path."""
         return gnmi_sonic.table(self, path, malformed)
 
@@ -405,8 +413,8 @@ def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool,
     """Nest leaves below one subscription instance into RFC 7951-style JSON (lists keep their keys)."""
     if len(rel_leaves) == 1 and not rel_leaves[0][0]:
         return _json_scalar(rel_leaves[0][1], ietf)
-    root: dict = {}
-    entries: dict[tuple, dict] = {}
+    root: dict[str, Any] = {}
+    entries: dict[tuple[Elem, ...], dict[str, Any]] = {}
     for rel, value in rel_leaves:
         node, current = root, module
         trail: tuple[Elem, ...] = ()
@@ -442,7 +450,7 @@ class Renderer:
         # The container is matched once, the leaves only below a container that matches: a
         # 64-port switch has ~9,000 leaves per subscription to look at, and the whole-process
         # bench needs the simulator to keep up with 32 of them on a shared machine.
-        out = {}
+        out: dict[tuple[Elem, ...], object] = {}
         sub = self.sub_elems
         for container, values in self.switch.containers(malformed):
             depth = len(container)
@@ -458,7 +466,7 @@ class Renderer:
         return out
 
     def render(self, malformed: bool = False,
-               previous: dict | None = None) -> tuple[list[pb.Notification], dict]:
+               previous: RenderState | None = None) -> tuple[list[pb.Notification], RenderState]:
         """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE)."""
         ts = time.time_ns()
         if [name for name, _ in self.sub_elems[:2]] in (["LANZ"], ["LANZ", "congestion"]):
@@ -484,7 +492,7 @@ class Renderer:
         origin, target = self.prefix.origin, self.prefix.target
         notes = []
         if self.encoding == pb.PROTO:
-            groups: dict[tuple, list] = {}
+            groups: dict[tuple[Elem, ...], list[tuple[tuple[Elem, ...], object]]] = {}
             for full, value in changed.items():
                 cut = self._prefix_depth(full)
                 groups.setdefault(full[:cut], []).append((full[cut:], value))
@@ -521,7 +529,8 @@ class Renderer:
                 return keyed[-1] + 1
         return len(full) - 1
 
-    def _render_lanz(self, ts: int, previous: dict | None) -> tuple[list[pb.Notification], dict]:
+    def _render_lanz(self, ts: int, previous: RenderState | None
+                     ) -> tuple[list[pb.Notification], RenderState]:
         """EOS eos_native LANZ as captured: prefix LANZ/congestion, one notification per congestion
         record, the record a JSON value of the update path `congestionRecord`."""
         if self.switch.profile != "arista-eos":
@@ -549,7 +558,8 @@ _ABSENT = object()
 # -- the gRPC service ----------------------------------------------------------------------------
 
 
-class GnmiTarget(pb_grpc.gNMIServicer):
+# pygnmi ships no types (ignore_missing_imports): its generated gNMIServicer base is Any to mypy.
+class GnmiTarget(pb_grpc.gNMIServicer):  # type: ignore[misc]
     """Serves one SimSwitch on its own loopback port."""
 
     def __init__(self, switch: SimSwitch, *, username: str = "", password: str = "",
@@ -618,21 +628,25 @@ class GnmiTarget(pb_grpc.gNMIServicer):
         self.fault_changed.set()
         self.fault_changed = asyncio.Event()
 
-    async def _gate(self, context) -> None:
+    async def _gate(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         if self.fault == "refuse":
             await context.abort(grpc.StatusCode.UNAVAILABLE, "target refuses service (simulated fault)")
         if self.password:
-            md = dict(context.invocation_metadata())
+            metadata = context.invocation_metadata()
+            assert metadata is not None  # a server-side call always has its (possibly empty) metadata
+            md = dict(metadata)
             if md.get("username") != self.username or md.get("password") != self.password:
                 await context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid username or password")
 
-    async def Capabilities(self, request, context):
+    async def Capabilities(self, request: pb.CapabilityRequest,
+                           context: grpc.aio.ServicerContext[Any, Any]) -> pb.CapabilityResponse:
         await self._gate(context)
         models = [pb.ModelData(name=n, organization=o, version=v) for n, o, v in MODELS[self.switch.profile]]
         return pb.CapabilityResponse(supported_models=models, supported_encodings=list(self.encodings),
                                      gNMI_version="0.8.0")
 
-    async def Get(self, request, context):
+    async def Get(self, request: pb.GetRequest,
+                  context: grpc.aio.ServicerContext[Any, Any]) -> pb.GetResponse:
         """The current state of each path, in one notification list (as a Subscribe's initial
         state would send it); a path the switch does not serve answers nothing."""
         await self._gate(context)
@@ -652,10 +666,13 @@ class GnmiTarget(pb_grpc.gNMIServicer):
             notes += rendered
         return pb.GetResponse(notification=notes)
 
-    async def Set(self, request, context):
+    async def Set(self, request: pb.SetRequest,
+                  context: grpc.aio.ServicerContext[Any, Any]) -> pb.SetResponse:
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "Set is not simulated")
 
-    async def Subscribe(self, request_iterator, context):
+    async def Subscribe(self, request_iterator: AsyncIterator[pb.SubscribeRequest],
+                        context: grpc.aio.ServicerContext[Any, Any]
+                        ) -> AsyncIterator[pb.SubscribeResponse]:
         await self._gate(context)
         self.subscribe_calls += 1
         try:
@@ -705,7 +722,7 @@ class GnmiTarget(pb_grpc.gNMIServicer):
             if setting_up:
                 self._setting_up -= 1
 
-    async def _stream(self, plans: list[_Plan], once: bool = False):
+    async def _stream(self, plans: list[_Plan], once: bool = False) -> AsyncIterator[pb.SubscribeResponse]:
         switch = self.switch
         switch.advance()
         sent_deletes = len(switch.pending_deletes)
@@ -755,7 +772,7 @@ class _Plan:
         self.on_change = sub.mode == pb.ON_CHANGE
         self.period = (sub.sample_interval / 1e9 or 1.0) if not self.on_change else 0.0
         self.heartbeat = sub.heartbeat_interval / 1e9
-        self.state: dict = {}
+        self.state: RenderState = {}
         self.last_sent = 0.0
 
     def due(self, now: float, malformed: bool) -> list[pb.Notification]:
@@ -782,14 +799,14 @@ class SimFabric:
     """N switches x M ports, one target each; nodes' NICs are the LLDP neighbours (rail-optimised:
     NIC j of every node is cabled to switch j, node k on port k)."""
 
-    def __init__(self, switches: list[SimSwitch], **target_options) -> None:
+    def __init__(self, switches: list[SimSwitch], **target_options: Any) -> None:
         self.switches = switches
         self.targets = [GnmiTarget(s, **target_options) for s in switches]
 
     @classmethod
     def rails(cls, nodes: Iterable[str], profiles: Iterable[str], ports: int = 16,
               nics: tuple[str, ...] = ("ens1f0np0", "ens2f0np0", "ens3f0np0", "ens4f0np0"),
-              scenarios: ScenarioBoard | None = None, **target_options) -> SimFabric:
+              scenarios: ScenarioBoard | None = None, **target_options: Any) -> SimFabric:
         nodes = list(nodes)
         switches = []
         for rail, profile in enumerate(profiles):
@@ -815,7 +832,7 @@ class SimFabric:
             await target.stop()
 
 
-async def demo_part(ctx):
+async def demo_part(ctx: DemoContext) -> DemoPart:
     """Four leaf switches (one per profile) on loopback, TLS from a throwaway CA, password auth."""
     from .certs import make_test_pki
     from .demo import DemoPart

@@ -71,7 +71,7 @@ class FakeHandle:
 
     __slots__ = ("index", "mig")
 
-    def __init__(self, index: int, mig: dict | None = None) -> None:
+    def __init__(self, index: int, mig: dict[str, Any] | None = None) -> None:
         self.index = index
         self.mig = mig
 
@@ -80,7 +80,7 @@ class FakeHandle:
 
 
 class FakeGpu:
-    def __init__(self, index: int, entry: dict, model: dict) -> None:
+    def __init__(self, index: int, entry: dict[str, Any], model: dict[str, Any]) -> None:
         self.index = index
         self.spec = {**model, **entry}
         self.not_supported = set(self.spec.get("not_supported", ()))
@@ -128,7 +128,8 @@ class FakeEventSet:
 class FakeNvml:
     """NvmlApi over a YAML spec. Thread-safe (the poller and the XID watcher share it)."""
 
-    def __init__(self, spec: dict, clock: Callable[[], float] | None = None, scenarios: Any = None) -> None:
+    def __init__(self, spec: dict[str, Any], clock: Callable[[], float] | None = None,
+                 scenarios: Any = None) -> None:
         self.spec = spec
         start = time.monotonic()
         self.now = clock or (lambda: time.monotonic() - start)  # `clock` is NVML's clock call
@@ -150,7 +151,7 @@ class FakeNvml:
         self.initialized = False
 
     @classmethod
-    def from_file(cls, path: str | Path = DEFAULT_DATA, **kwargs) -> FakeNvml:
+    def from_file(cls, path: str | Path = DEFAULT_DATA, **kwargs: Any) -> FakeNvml:
         with open(path, encoding="utf-8") as fh:
             return cls(yaml.safe_load(fh) or {}, **kwargs)
 
@@ -250,7 +251,7 @@ class FakeNvml:
         return state
 
     @staticmethod
-    def _override(state: dict, changes: dict) -> None:
+    def _override(state: dict[str, Any], changes: dict[str, Any]) -> None:
         for key in ("utilization", "power_w", "temperature", "memory_temperature", "clock_sm_mhz",
                     "clock_mem_mhz"):
             if key in changes:

@@ -89,8 +89,8 @@ def float_str(value: float, width: int) -> str:
 
 def nccl_time_us(size: int, ranks: int, state: dict[str, Any], rng: random.Random) -> float:
     """A single-node NVLink all-reduce: ~18 us of latency, ~360 GB/s of bus bandwidth."""
-    latency = 18.0 * (state["small_latency_factor"] if size <= SMALL else 1.0)
-    busbw = 360e9 * state["busbw_factor"]
+    latency: float = 18.0 * (state["small_latency_factor"] if size <= SMALL else 1.0)
+    busbw: float = 360e9 * state["busbw_factor"]
     factor = 2 * (ranks - 1) / ranks if ranks > 1 else 1.0
     return (latency + size * factor / busbw * 1e6) * rng.uniform(0.99, 1.01)
 

@@ -9,6 +9,7 @@ can start an anomaly and watch the alert resolve after it ends.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 # How long one PFC pause frame holds a priority, on average, in a real capture: a ConnectX-6 Dx
 # counted 771,103,810 us of tx_global_pause_duration over 5,745,042 pause frames
@@ -21,7 +22,7 @@ PAUSE_FRAMES_PER_EPISODE = 2.3
 
 
 class ScenarioBoard:
-    def __init__(self, initial: set[str] | None = None, clock=time.monotonic) -> None:
+    def __init__(self, initial: set[str] | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._started: dict[str, float] = {}
         self._until: dict[str, float | None] = {}

@@ -29,9 +29,9 @@ import math
 import random
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -39,6 +39,7 @@ from .fault_coupling import Slowdown, gpu_lost, network_slowdown
 
 if TYPE_CHECKING:  # demo imports every simulator module, so only for the annotations
     from .demo import DemoContext, DemoPart
+    from .scenarios import ScenarioBoard
 
 SCENARIOS = {
     "ttft-surge": "serving engines prefill 10x slower and every first token waits 2 s on a congested "
@@ -83,7 +84,7 @@ class Hist:
 
     __slots__ = ("bounds", "counts", "sum", "count")
 
-    def __init__(self, bounds) -> None:
+    def __init__(self, bounds: Iterable[float]) -> None:
         self.bounds = tuple(float(b) for b in bounds)
         self.counts = [0.0] * (len(self.bounds) + 1)
         self.sum = 0.0
@@ -133,10 +134,10 @@ class LoadModel:
     itl_base: float = 0.012  # seconds per token with an empty batch
     seed: int = 1
     step: float = 0.05
-    ttft_bounds: tuple = VLLM_TTFT
-    itl_bounds: tuple = VLLM_ITL
-    e2e_bounds: tuple = VLLM_LATENCY
-    queue_bounds: tuple = VLLM_LATENCY
+    ttft_bounds: tuple[float, ...] = VLLM_TTFT
+    itl_bounds: tuple[float, ...] = VLLM_ITL
+    e2e_bounds: tuple[float, ...] = VLLM_LATENCY
+    queue_bounds: tuple[float, ...] = VLLM_LATENCY
     load_factor: Callable[[], float] = lambda: 1.0
     prefill_factor: Callable[[], float] = lambda: 1.0
     transfer_stall: Callable[[], float] = lambda: 0.0  # seconds added to each KV-cache transfer
@@ -284,10 +285,10 @@ class Writer:
         self.lines.append(f"# HELP {name} {help_}")
         self.lines.append(f"# TYPE {name} {typ}")
 
-    def sample(self, name: str, labels: dict, value: float) -> None:
+    def sample(self, name: str, labels: dict[str, str], value: float) -> None:
         self.lines.append(f"{name}{self._lab(labels)} {_fmt(value)}")
 
-    def histogram(self, name: str, labels: dict, hist: Hist, scale: float = 1.0,
+    def histogram(self, name: str, labels: dict[str, str], hist: Hist, scale: float = 1.0,
                   order: str = "buckets-first") -> None:
         """`scale` converts units for engines that report ms (the bounds stay the engine's).
         `order="sum-first"`: `_sum`, buckets, `_count`, as prometheus_client's multiprocess
@@ -306,29 +307,35 @@ class Writer:
         return "\n".join(self.lines) + "\n"
 
 
+# (family name, help, what each rank reports for it)
+_Stat = tuple[str, str, Callable[[LoadModel], float]]
+
+
 def render_vllm(ranks: list[LoadModel], model: str) -> str:
     w = Writer()
-    gauges = [("vllm:num_requests_running", "Number of requests in model execution batches.",
-               lambda m: len(m.running) + len(m.prefilling)),
-              ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-               lambda m: len(m.queue)),
-              ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-               lambda m: m.kv_usage)]
+    gauges: list[_Stat] = [
+        ("vllm:num_requests_running", "Number of requests in model execution batches.",
+         lambda m: len(m.running) + len(m.prefilling)),
+        ("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
+         lambda m: len(m.queue)),
+        ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+         lambda m: m.kv_usage)]
     for name, help_, get in gauges:
         w.head(name, "gauge", help_)
         for i, m in enumerate(ranks):
             w.sample(name, {"model_name": model, "engine": str(i)}, get(m))
-    counters = [("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda m: m.prompt_tokens),
-                ("vllm:generation_tokens", "Number of generation tokens processed.",
-                 lambda m: math.floor(m.generation_tokens)),
-                ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
-                 lambda m: m.preemptions),
-                ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
-                 lambda m: m.prompt_tokens),
-                ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
-                 lambda m: m.cached_tokens),
-                ("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.",
-                 lambda m: 0.0)]
+    counters: list[_Stat] = [
+        ("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda m: m.prompt_tokens),
+        ("vllm:generation_tokens", "Number of generation tokens processed.",
+         lambda m: math.floor(m.generation_tokens)),
+        ("vllm:num_preemptions", "Cumulative number of preemption from the engine.",
+         lambda m: m.preemptions),
+        ("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+         lambda m: m.prompt_tokens),
+        ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.",
+         lambda m: m.cached_tokens),
+        ("vllm:nixl_num_failed_transfers", "Number of failed NIXL KV Cache transfers.",
+         lambda m: 0.0)]
     for name, help_, get in counters:
         w.head(name + "_total", "counter", help_)
         for i, m in enumerate(ranks):
@@ -574,8 +581,9 @@ class EngineServer:
     """One simulated engine on 127.0.0.1:<port>/metrics."""
 
     def __init__(self, variant: str, model: str = "llama-3-8b", arrival_rate: float = 2.0, seed: int = 1,
-                 scenarios=None, dp_ranks: int = 1, clock: Callable[[], float] = time.monotonic,
-                 node: str = "", gpus: tuple[int, ...] = (), **load) -> None:
+                 scenarios: ScenarioBoard | None = None, dp_ranks: int = 1,
+                 clock: Callable[[], float] = time.monotonic,
+                 node: str = "", gpus: tuple[int, ...] = (), **load: Any) -> None:
         """`node`: the host the engine runs on, so network faults placed there slow it; `gpus`:
         the GPU of each data-parallel rank, so a lost GPU takes its rank away."""
         if variant not in ENGINE_VARIANTS:

@@ -108,7 +108,7 @@ def initial_value(path: str, name: str) -> int:
         return 10**6 + h % 10**10
     bits = PMA_COUNTER_BITS.get(name)
     if bits is not None and bits < 32:
-        return h % min(50, 2**bits - 1)
+        return h % min(50, (1 << bits) - 1)  # 2**bits: int ** int is Any to mypy
     if name.startswith(("rx_", "np_", "rp_", "ip4", "Rx", "Tx")):
         return h % 10**7
     return h % 500

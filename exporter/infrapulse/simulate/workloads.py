@@ -132,7 +132,8 @@ class PodResourcesServer:
         messages, services = stubs()
         outer = self
 
-        class Lister(services.PodResourcesListerServicer):  # type: ignore[name-defined]
+        # The services module is generated from the .proto at run time: mypy sees no class here.
+        class Lister(services.PodResourcesListerServicer):  # type: ignore[name-defined,misc]
             async def List(self, request: Any, context: Any) -> Any:  # noqa: N802 - the RPC's name
                 outer.calls += 1
                 return messages.ListPodResourcesResponse(
