@@ -113,7 +113,8 @@ def parse_jobs(text: str, node: str) -> list[GresAllocation]:
 
 
 async def read_allocations(scontrol: str, node: str, timeout: float) -> list[GresAllocation]:
-    """Run scontrol once; raises OSError / asyncio.TimeoutError / RuntimeError (its exit status and stderr)."""
+    """Run scontrol once; raises OSError, asyncio.TimeoutError or RuntimeError (its exit status and
+    stderr)."""
     proc = await asyncio.create_subprocess_exec(scontrol, *SCONTROL_ARGS, stdin=asyncio.subprocess.DEVNULL,
                                                 stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
