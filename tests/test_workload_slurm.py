@@ -112,24 +112,22 @@ async def test_a_job_is_named_on_a_gpu_it_holds_without_a_process(tmp_path, monk
     assert coverage["slurm_gres"].series == 4  # GPU 0, 2, 5, 6
 
 
+async def _second_pass_errors(tmp_path, scontrol: str) -> list[str]:
+    source, server, _ = await _demo_source(tmp_path, scontrol=scontrol, endpoints=[])
+    try:
+        _, [result] = await _two_passes(source)
+    finally:
+        await server.close()
+        await source.close()
+    return result.partial_errors
+
+
 async def test_a_failing_or_missing_scontrol_is_reported(tmp_path):
     failing = _executable(tmp_path / "scontrol", "", status=1)
-    source, server, _ = await _demo_source(tmp_path, scontrol=str(failing), endpoints=[])
-    try:
-        _, [result] = await _two_passes(source)
-    finally:
-        await server.close()
-        await source.close()
-    assert result.partial_errors == [
+    assert await _second_pass_errors(tmp_path, str(failing)) == [
         "scontrol: RuntimeError: exit status 1: slurm_load_jobs error: Unable to contact slurm controller"]
     missing = tmp_path / "no" / "scontrol"
-    source, server, _ = await _demo_source(tmp_path, scontrol=str(missing), endpoints=[])
-    try:
-        _, [result] = await _two_passes(source)
-    finally:
-        await server.close()
-        await source.close()
-    assert result.partial_errors == [
+    assert await _second_pass_errors(tmp_path, str(missing)) == [
         f"scontrol: FileNotFoundError: [Errno 2] No such file or directory: '{missing}'"]
 
 
