@@ -102,11 +102,13 @@ SCENARIOS = [
              ("ecn_marked_ratio", "nic_ecn_marked_ratio"), ("leaf01 ", "ens1f0np0", "mlx5_0"), 95.0),
     Scenario("rdma-retrans", "InfrapulseRdmaRetransmissionsHigh", ("noc",),
              (("team", "noc"), ("device", "mlx5_0")),
-             # its whole weight costs 1.89 points (3 of the rdma component's weights, 0.15 of the score)
-             ("retransmission_rate",), ("mlx5_0 port 1",), 98.5),
-    # its whole weight costs 1.6 points (2 of the gpu component's weights, 0.25 of the score)
+             # its whole weight costs 1.57 points (3 of the rdma component's weights, 0.15 of the
+             # score; the kernel-log NIC signal joined that component)
+             ("retransmission_rate",), ("mlx5_0 port 1",), 99.0),
+    # its whole weight costs 1.21 points (2 of the gpu component's weights, 0.25 of the score;
+    # the kernel-log GPU and PCIe signals joined that component)
     Scenario("gpu-thermal", "InfrapulseGpuThrottling", ("ml",),
-             (("team", "ml"),), ("throttle_active",), ("GPU ",), 98.5),
+             (("team", "ml"),), ("throttle_active",), ("GPU ",), 99.0),
     # A firmware upgrade resets the NIC's congestion control: the change pages the NOC (firmware
     # changed with it); ECN NP off on the RDMA priority leads the reasons. Its revert is a second change
     # that stays in the event window after the scenario: a latency scenario with a large drop follows.
@@ -303,7 +305,7 @@ class Evidence:
     def score_dropped(self) -> bool:
         """The score fell to the scenario's bound, and by the scenario's own doing: its detractor
         cost at least a point. (Not "2 points below the score at the start": a residue of the
-        previous scenario, 99.7 say, may fade while this one runs, and rdma-retrans costs 1.89.)"""
+        previous scenario, 99.7 say, may fade while this one runs, and rdma-retrans costs 1.57.)"""
         return self.lowest_score <= self.scenario.max_score and self.impact >= 1.0
 
     def health_tripped(self) -> bool:

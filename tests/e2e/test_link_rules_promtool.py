@@ -54,6 +54,7 @@ def test_override_rules_fire_at_the_overridden_threshold(tmp_path):
     fired = [{"exp_labels": labels,
               "exp_annotations": {
                   "summary": "NIC link is flapping.",
+                  "affected": "unknown (no workload attribution on n1:9477)",  # the override keeps it
                   "description": "n1:9477 ens3np0 changed carrier state 6 times in 15m.",
                   "runbook_url": "https://github.com/infrapulse/infrapulse/blob/main/docs/runbooks/"
                                  "InfrapulseNicLinkFlapping.md"}}]
