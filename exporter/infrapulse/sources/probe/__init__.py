@@ -9,9 +9,18 @@ always-on latency mesh.
   versions.py            what a run ran under (NIC firmware, drivers, NCCL, config hashes)
   idle.py                whether the node may be probed now (GPU processes, serving, flag file)
   runner.py              one probe process: lock, lowered priority, hard timeout on its group
-  baseline.py, state.py  baselines, verdicts, before/after records and their persistence
-  inbox.py               result files written by Kubernetes Jobs or Slurm steps, ingested once
-  source.py              the `probe` source: scheduling and publishing
+  baseline.py            the baseline and verdict rules: observations of a result, judged
+  state.py               the state file under `<state_dir>/probe/`: atomic writes, trimming
+  inbox.py               result files written by Kubernetes Jobs or Slurm steps: found, read
+  source.py              the `probe` source, a coordinator: each check, the run task, statuses,
+                         saving and publishing; what it drives:
+    probe_set.py         which probes the config names, built afresh for each run
+    schedule.py          when a run is due: the interval, version changes (sysfs or a run's NCCL)
+    scratch.py           one probe of a run in a scratch directory, removed after
+    attempts.py          what an attempt leaves in the state: counts, last run, kept output
+    verdicts.py          tracked metrics judged into the state; the accept-baseline flag
+    inbox_ingest.py      inbox files into the state, each once
+    snapshot.py          the exported series, from the state alone
   peer.py, peer_server.py  perftest against a peer node: the client asks the peer's daemon for a
                          server; the peer's authenticated POST /api/v1/probes/perftest-server
   mesh.py                the `mesh` source: a UDP responder and prober between the nodes' RDMA
