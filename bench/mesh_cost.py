@@ -82,8 +82,8 @@ async def run_sources(configs: list[dict], seconds: float) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    sent = sum(st.sent for s in sources for st in s.stats.values())
-    lost = sum(st.lost for s in sources for st in s.stats.values())
+    sent = sum(st.sent for s in sources for st in s.prober.stats.values())
+    lost = sum(st.lost for s in sources for st in s.prober.stats.values())
     answered = sum(s.responder.outcomes.get("answered", 0) for s in sources)
     print(json.dumps({"sent": sent, "lost": lost, "answered": answered}), flush=True)
 

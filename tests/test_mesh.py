@@ -33,7 +33,7 @@ from infrapulse.simulate.demo import DemoContext
 from infrapulse.simulate.mesh import LOSSY_PEER, SimulatedPeer, demo_part
 from infrapulse.simulate.scenarios import ScenarioBoard
 from infrapulse.sources.base import SourceContext
-from infrapulse.sources.probe import mesh_socket
+from infrapulse.sources.probe import mesh_prober, mesh_socket
 from infrapulse.sources.probe import mesh_wire as wire
 from infrapulse.sources.probe.mesh import RESOLVE_KEY, TARGET, MeshSource
 from infrapulse.store import Histogram, Store
@@ -69,11 +69,12 @@ async def running(config: dict[str, Any], options: dict[str, Any] | None = None,
 async def settle(source: MeshSource) -> None:
     """Stop new probes and wait until every probe in flight is answered or timed out, and every
     RTT counted (a reply's RTT waits a round for a late notice)."""
-    source.sending = False
+    prober = source.prober
+    prober.sending = False
     deadline = time.monotonic() + 5
-    while (source.outstanding or source.answered or source._answered_before) and time.monotonic() < deadline:
+    while (prober.outstanding or prober.answered or prober._answered_before) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    assert not source.outstanding and not source.answered and not source._answered_before
+    assert not prober.outstanding and not prober.answered and not prober._answered_before
     await asyncio.sleep(0.25)  # one more publication of the settled counters
 
 
@@ -103,8 +104,8 @@ async def sent_at_least(source: MeshSource, count: int, timeout: float = 30.0) -
     while time.monotonic() < deadline:
         snap = source.store.snapshot("mesh", TARGET)
         sent = snap.series.get("infrapulse_probe_mesh_sent_total", {}) if snap else {}
-        if sent and len(sent) == len(source.probed) and all(not isinstance(n, Histogram) and n >= count
-                                                          for n in sent.values()):
+        if sent and len(sent) == len(source.prober.probed) and all(
+                not isinstance(n, Histogram) and n >= count for n in sent.values()):
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"fewer than {count} probes sent to some peer in {timeout}s")
@@ -130,7 +131,7 @@ async def test_mesh_on_loopback_with_responder_processes_and_induced_loss() -> N
             rtt = series(source, "infrapulse_probe_mesh_rtt_seconds")
             probed = series(source, "infrapulse_probe_mesh_probed_peers")
             status = source.store.status[("mesh", TARGET)]
-            untimed = {label: stats.untimed for label, stats in source.stats.items()}
+            untimed = {label: stats.untimed for label, stats in source.prober.stats.items()}
         counts = {ip: {"requests": c["requests"][ip], "dropped": c["dropped"][ip]}
                   for ip, c in (("127.0.0.2", final_counts(p2)), ("127.0.0.3", final_counts(p3)),
                                 ("127.0.0.4", final_counts(p4)))}
@@ -173,7 +174,7 @@ async def test_the_responder_answers_only_listed_peers_with_replies_no_larger() 
     config = mesh_config(peers=[{"name": "listed", "address": "127.0.0.5", "port": 9}])
     async with running(config) as source:
         await asyncio.sleep(0.3)
-        port = source.sockets[NODE].port
+        port = source.local.by_ip[NODE].port
         unlisted = await asyncio.to_thread(request_from, "127.0.0.9", port)
         replies = [await asyncio.to_thread(request_from, "127.0.0.5", port, size) for size in (28, 64, 1472)]
         reply_to_reply = await asyncio.to_thread(request_from, "127.0.0.5", port, 64,
@@ -247,7 +248,7 @@ async def test_without_kernel_timestamps_each_datagram_is_read_on_arrival(
         async with running(config) as source:
             await asyncio.sleep(0.6)
             await settle(source)
-            assert not source.sockets[NODE].kernel_timestamps
+            assert not source.local.by_ip[NODE].kernel_timestamps
             sent = series(source, "infrapulse_probe_mesh_sent_total")[("p",)]
             lost = series(source, "infrapulse_probe_mesh_lost_total")[("p",)]
             assert 0 < series(source, "infrapulse_probe_mesh_rtt_p99_seconds")[("p",)] < 0.05
@@ -315,7 +316,7 @@ async def test_a_reply_held_up_after_its_dwell_stamp_is_answered_but_not_timed(m
             lost = series(source, "infrapulse_probe_mesh_lost_total")[("p",)]
             untimed = series(source, "infrapulse_probe_mesh_untimed_total")[("p",)]
             p99 = series(source, "infrapulse_probe_mesh_rtt_p99_seconds").get(("p",))
-            timed = source.histograms[source.probed["p"].group].value().count
+            timed = source.prober.histograms[source.prober.probed["p"].group].value().count
     finally:
         stop.set()
         thread.join(5)
@@ -349,11 +350,9 @@ class _HeldSends:
 
 async def test_a_probe_whose_send_was_held_up_is_answered_but_not_timed(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from infrapulse.sources.probe import mesh as mesh_module
-
     peer = SimulatedPeer("127.0.0.8", [NODE])
     config = mesh_config(min_samples=1, peers=[{"name": "p", "address": "127.0.0.8", "port": peer.port}])
-    monkeypatch.setattr(mesh_module, "time", _HeldSends())
+    monkeypatch.setattr(mesh_prober, "time", _HeldSends())
     try:
         async with running(config) as source:
             await asyncio.sleep(0.6)
@@ -361,8 +360,8 @@ async def test_a_probe_whose_send_was_held_up_is_answered_but_not_timed(
             sent = series(source, "infrapulse_probe_mesh_sent_total")[("p",)]
             lost = series(source, "infrapulse_probe_mesh_lost_total")[("p",)]
             assert ("p",) not in series(source, "infrapulse_probe_mesh_rtt_p99_seconds")
-            assert source.histograms[source.probed["p"].group].value().count == 0
-            assert source.stats["p"].untimed == sent
+            assert source.prober.histograms[source.prober.probed["p"].group].value().count == 0
+            assert source.prober.stats["p"].untimed == sent
     finally:
         peer.close()
     assert sent == peer.requests > 5 and lost == 0
@@ -371,7 +370,7 @@ async def test_a_probe_whose_send_was_held_up_is_answered_but_not_timed(
 async def test_dscp_and_ecn_are_set_on_the_socket() -> None:
     async with running(mesh_config(dscp=26, ecn=True, peers=[{"address": "127.0.0.5", "port": 9}])) as source:
         await asyncio.sleep(0.2)
-        sock = source.sockets[NODE].sock
+        sock = source.local.by_ip[NODE].sock
         assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_TOS) == 26 << 2 | 0b10
         info = series(source, "infrapulse_probe_mesh_local_address_info")
     assert info == {("", NODE, "26"): 1.0}
@@ -440,7 +439,7 @@ async def test_lldp_in_the_store_groups_peers_and_adds_same_switch_hosts() -> No
         source.store.publish("gnmi", "fabric", snap, 60)
         await source.on_reload()
         await asyncio.sleep(0.4)
-        groups = {p.label: p.group for p in source.probed.values()}
+        groups = {p.label: p.group for p in source.prober.probed.values()}
         peers = series(source, "infrapulse_probe_mesh_peers")
     assert groups == {"gpu-node-02": "same_switch", "gpu-node-03": "same_switch",
                       "gpu-node-04": "other_switch"}

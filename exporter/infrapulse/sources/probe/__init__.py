@@ -27,6 +27,10 @@ always-on latency mesh.
                          netdev addresses; mesh_wire (the probe packet and the rate-limited
                          responder), mesh_peers (peer lists, grouping by switch, bounded peer
                          selection, local addresses), mesh_config, mesh_families
+  mesh_discovery.py      the mesh's peer sources read with their state (peers file, DNS, LLDP)
+  mesh_bind.py           the mesh's bound sockets and which one probes which peer
+  mesh_prober.py         the mesh's per-packet path: sends, reads, replies matched, timeouts
+  mesh_snapshot.py       the series the mesh publishes
 
 Imports: `..base` and the top-level plumbing only (`http`, `webconfig`: the peers' endpoint);
 never `simulate`, `health`, `daemon` or `cli`, nor another source's package (other sources'

@@ -28,7 +28,7 @@ GENERIC_SOCKET_ARCHES = {"x86_64", "i686", "i386", "aarch64", "arm64", "armv7l",
 TIMESPEC = struct.Struct("@ll")
 RCVBUF = 1 << 20
 # A send held up longer than this between its time stamp and the socket is not timed: the
-# prober's own (mesh.MeshSource._send) and a responder's reply (send_reply, a late notice).
+# prober's own (mesh_prober.Prober._send) and a responder's reply (send_reply, a late notice).
 SEND_STALL_NS = 200_000
 
 
