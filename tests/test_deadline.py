@@ -70,3 +70,16 @@ async def test_cancelling_the_caller_cancels_the_awaitable():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled.is_set()
+
+
+def test_the_daemon_never_uses_wait_for():
+    """Every timeout in the package goes through `within` (the simulators run in the demo only)."""
+    from pathlib import Path
+
+    import infrapulse
+
+    root = Path(infrapulse.__file__).parent
+    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
+                   if p.parts[-2] != "simulate" and p.name != "deadline.py"
+                   and "asyncio.wait_for(" in p.read_text())
+    assert users == []
