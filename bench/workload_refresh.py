@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from infrapulse import config as config_mod
+from infrapulse.pci import sysfs_address
 from infrapulse.simulate import workloads as demo
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, FakeNvml, open_fake
 from infrapulse.sources.base import SourceContext
@@ -43,7 +44,7 @@ async def run(refreshes: int) -> None:
             spec["gpus"][index]["processes"] = pids
         (root / "gpus.yaml").write_text(yaml.safe_dump(spec))
         fake = FakeNvml.from_file(root / "gpus.yaml")
-        demo.write_topology(root / "sys", [demo.sysfs_address(g.pci_bus_id) for g in fake.gpus])
+        demo.write_topology(root / "sys", [sysfs_address(g.pci_bus_id) for g in fake.gpus])
         demo.write_procs(root / "proc")
         grants = demo.demo_grants([g.uuid for g in fake.gpus])
         for n in range(200 - len(grants)):  # CPU-only pods: listed by the kubelet, no device

@@ -14,6 +14,7 @@ import yaml
 from health_fixtures import HOST, Feed, service_for
 from infrapulse import config as config_mod
 from infrapulse.health.blast import KNOWN, UNKNOWN, WorkloadIndex
+from infrapulse.pci import sysfs_address
 from infrapulse.simulate import workloads as demo
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, FakeNvml, open_fake
 from infrapulse.sources.base import SourceContext
@@ -48,7 +49,7 @@ def test_cgroup_paths_name_their_workload(text, job, step, uid, pod):
 # -- PCIe topology ------------------------------------------------------------------------------
 
 def test_topology_links_classify_as_nvidia_smi_topo(tmp_path):
-    bus_ids = [demo.sysfs_address(g.pci_bus_id) for g in FakeNvml.from_file(DEFAULT_DATA).gpus]
+    bus_ids = [sysfs_address(g.pci_bus_id) for g in FakeNvml.from_file(DEFAULT_DATA).gpus]
     demo.write_topology(tmp_path, bus_ids)
     nics = topology.rdma_places(tmp_path)
     assert sorted(nics) == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
@@ -62,7 +63,7 @@ def test_topology_links_classify_as_nvidia_smi_topo(tmp_path):
     other_root_port = topology.PciPlace("0000:30:00.0", "pci0000:15", ("0000:15:03.0",), 0)
     assert topology.link(same_port, sibling) == "PIX"
     assert topology.link(same_port, other_root_port) == "PHB"
-    assert topology.sysfs_address("00000000:AB:00.0") == "0000:ab:00.0"
+    assert sysfs_address("00000000:AB:00.0") == "0000:ab:00.0"
 
 
 # -- the PID behind a port ----------------------------------------------------------------------
@@ -123,7 +124,7 @@ async def _demo_source(tmp_path: Path, **overrides) -> tuple[WorkloadSource, dem
         spec["gpus"][index]["processes"] = pids
     data.write_text(yaml.safe_dump(spec))
     fake = FakeNvml.from_file(data)
-    demo.write_topology(tmp_path / "sys", [demo.sysfs_address(g.pci_bus_id) for g in fake.gpus])
+    demo.write_topology(tmp_path / "sys", [sysfs_address(g.pci_bus_id) for g in fake.gpus])
     demo.write_procs(tmp_path / "proc")
     server = demo.PodResourcesServer(tmp_path / "k.sock", demo.demo_grants([g.uuid for g in fake.gpus]))
     await server.start()

@@ -11,6 +11,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..pci import sysfs_address
+
 if TYPE_CHECKING:
     from .demo import DemoContext, DemoPart
 
@@ -38,13 +40,13 @@ def raw_records(records: tuple[tuple[int, str], ...] = RECORDS, first: int = 1) 
 
 def scenario_records(scenario: str, bus_id: str, uuid: str, xid: int) -> tuple[tuple[int, str], ...]:
     """What the driver logs when `scenario` hits the GPU at NVML `bus_id` (00000000:5D:00.0)."""
-    domain, bus, rest = bus_id.lower().split(":")
-    short = f"{domain[-4:]}:{bus}:{rest.split('.')[0]}"  # the Xid line's PCI:0000:5d:00
+    address = sysfs_address(bus_id)  # 0000:5d:00.0
+    short = address.rsplit(".", 1)[0]  # the Xid line's PCI:0000:5d:00
     if scenario == "xid":
         return ((3, f"NVRM: GPU at PCI:{short}: {uuid}"),
                 (3, f"NVRM: Xid (PCI:{short}): {xid}, pid='<unknown>', name=<unknown>, GPU has fallen off "
                     "the bus."),
-                (3, f"NVRM: GPU {short}.0: GPU has fallen off the bus."))
+                (3, f"NVRM: GPU {address}: GPU has fallen off the bus."))
     return ((4, f"NVRM: Xid (PCI:{short}): {xid}, pid=4242, name=python3, Graphics Exception: ESR "
                 "0x504648=0x80000000"),)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import grpc.aio
 import yaml
 
+from ..pci import sysfs_address
 from ..sources.workload.podresources import stubs
 from .nvml_fake import DEFAULT_DATA
 
@@ -105,11 +106,6 @@ def write_topology(root: Path, bus_ids: list[str]) -> None:
         if not (ib / "device").is_symlink():
             nic_dir = switch_dir / f"0000:{down_bus:02x}:08.0" / nic_address
             (ib / "device").symlink_to(os.path.relpath(nic_dir, ib))
-
-
-def sysfs_address(bus_id: str) -> str:
-    domain, _, rest = bus_id.lower().partition(":")
-    return f"{domain[-4:]}:{rest}"
 
 
 class PodResourcesServer:

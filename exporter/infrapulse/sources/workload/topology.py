@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...pci import sysfs_address
+
 RANK = {"PIX": 0, "PXB": 1, "PHB": 2, "NODE": 3, "SYS": 4}
 _PCI = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
@@ -24,12 +26,6 @@ class PciPlace:
     host_bridge: str  # "pci0000:17"
     bridges: tuple[str, ...]  # the PCI bridges above the device, top first
     numa_node: int  # -1 when the platform has none
-
-
-def sysfs_address(nvml_bus_id: str) -> str:
-    """NVML's busId ("00000000:18:00.0") as sysfs names it ("0000:18:00.0")."""
-    domain, _, rest = nvml_bus_id.strip().lower().partition(":")
-    return f"{domain[-4:].rjust(4, '0')}:{rest}" if rest else nvml_bus_id.lower()
 
 
 def place(device_dir: Path) -> PciPlace | None:
@@ -63,7 +59,8 @@ def link(a: PciPlace, b: PciPlace) -> str:
 
 
 def gpu_place(sysfs_root: Path, nvml_bus_id: str) -> PciPlace | None:
-    return place(sysfs_root / "bus" / "pci" / "devices" / sysfs_address(nvml_bus_id))
+    address = sysfs_address(nvml_bus_id)
+    return place(sysfs_root / "bus" / "pci" / "devices" / address) if address else None
 
 
 def rdma_places(sysfs_root: Path) -> dict[str, PciPlace]:
