@@ -12,18 +12,17 @@ MAX_NAMED = 20  # as blast.MAX_NAMED
 SWITCH_PORTS = "switch_interface_kind_workload:infrapulse_workload_switch_port:info"
 KEY = "affected"
 
-# Go text/template, as Prometheus expands annotations: $sel selects the target's join series, the
-# range names the first MAX_NAMED workloads in name order (sorted here, not picked by topk: ties
-# would make the choice arbitrary), the last line counts them past MAX_NAMED. `{{-`/`-}}` trim the
-# newlines between the lines.
+# Go text/template, as Prometheus expands annotations: $sel selects the target's join series; one
+# query lists the workloads, named in name order (sorted here, not picked by topk: ties would make
+# the choice arbitrary), the first MAX_NAMED of them and then how many there are. `{{-`/`-}}` trim
+# the newlines between the lines.
 TEMPLATE = """\
 {{- $sel := SELECTOR -}}
-{{- range $i, $w := query (printf "max by (kind, workload) (%s)" $sel) | sortByLabel "workload" -}}
+{{- $found := query (printf "max by (kind, workload) (%s)" $sel) | sortByLabel "workload" -}}
+{{- range $i, $w := $found -}}
   {{- if lt $i MAX_NAMED }}{{ if $i }}, {{ end }}{{ $w.Labels.kind }} {{ $w.Labels.workload }}{{ end -}}
 {{- else }}NONE{{ end -}}
-{{- with query (printf "count(max by (kind, workload) (%s)) > MAX_NAMED" $sel) -}}
-  {{- " " }}(MAX_NAMED of {{ . | first | value }} named)
-{{- end -}}"""
+{{- if gt (len $found) MAX_NAMED }} (MAX_NAMED of {{ len $found }} named){{ end -}}"""
 
 NODE_NONE = ('{{ if query (printf "infrapulse_workload_gpus{instance=%q}" $labels.instance) }}none'
              '{{ else }}unknown (no workload attribution on {{ $labels.instance }}){{ end }}')
