@@ -56,16 +56,17 @@ async def test_the_result_and_the_timeout():
 
 
 async def test_cancelling_the_caller_cancels_the_awaitable():
-    cancelled = asyncio.Event()
+    started, cancelled = asyncio.Event(), asyncio.Event()
 
     async def hangs() -> None:
+        started.set()
         try:
             await asyncio.Event().wait()
         finally:
             cancelled.set()
 
     task = asyncio.create_task(within(hangs(), None))
-    await asyncio.sleep(0.01)
+    await started.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
