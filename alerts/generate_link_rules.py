@@ -34,7 +34,7 @@ def render(alerts_dir: Path = ALERTS_DIR) -> dict[Path, str]:
     from infrapulse.config import default_config
     from infrapulse.health import linkrules
 
-    files = linkrules.render_all(linkrules.thresholds(default_config()["health"]), alerts_dir)
+    files = linkrules.render_all(linkrules.thresholds(default_config().health), alerts_dir)
     return {alerts_dir / name: text for name, text in files.items()}
 
 

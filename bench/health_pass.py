@@ -195,7 +195,7 @@ def measure(world: Any, passes: int, interval: float) -> dict[str, float]:
     from infrapulse.config import default_config
     from infrapulse.health.service import HealthService
 
-    health = {**default_config()["health"], **HEALTH}
+    health = {**default_config().health, **HEALTH}
     series = world.store.series_count()
     now = 1.8e9  # simulated time, the same in every run: the reports can be compared across trees
     digest = hashlib.sha256()

@@ -68,7 +68,7 @@ def write_flood(raw: Path, syslog: Path, messages: list[tuple[int, str]], count:
 def _source(path: str) -> KmsgSource:
     section = {"enabled": True, "path": path, "boot_id_path": ""}
     cfg = config_mod.load_text(yaml.safe_dump({"sources": {"kmsg": section}}), "<bench>")
-    return KmsgSource(cfg["sources"]["kmsg"], SourceContext(store=Store(), interval=INTERVAL))
+    return KmsgSource(cfg.sources["kmsg"], SourceContext(store=Store(), interval=INTERVAL))
 
 
 def flood(raw: Path) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def build(switches: int, interval: float) -> tuple[Any, ...]:
     from infrapulse.metrics import DaemonState, make_registry
 
     fabric = health_pass.Fabric(switches)
-    health = {**default_config()["health"], **health_pass.HEALTH}
+    health = {**default_config().health, **health_pass.HEALTH}
     service = HealthService(fabric.store, health, "node000", interval)
     now = 1.8e9
     for _ in range(int(health["event_window"] / interval) + 2):

@@ -66,7 +66,7 @@ def mesh_config(local: str, port: int, peers: list[dict]) -> dict:
 
     text = yaml.safe_dump({"interval": "5s", "sources": {"mesh": {
         "enabled": True, "local_addresses": [local], "port": port, "peers": peers}}})
-    return load_text(text, "<bench>")["sources"]["mesh"]
+    return load_text(text, "<bench>").sources["mesh"]
 
 
 async def run_sources(configs: list[dict], seconds: float) -> None:

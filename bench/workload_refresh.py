@@ -58,7 +58,7 @@ async def run(refreshes: int) -> None:
                                  {"name": "vllm-llama-70b", "port": 8000}]}
         cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<bench>")
         ctx = SourceContext(store=Store(), interval=5.0, options={OPEN_FAKE_KEY: open_fake})
-        source = WorkloadSource(cfg["sources"]["workload"], ctx)
+        source = WorkloadSource(cfg.sources["workload"], ctx)
         try:
             [first] = await source.collect()
             series = len(first.snapshot) if first.snapshot else 0

@@ -18,7 +18,7 @@ STALE = 10_000.0  # hand-built snapshots carry past timestamps: never expire the
 def health_config(extra: str = "") -> dict:
     # link.window 1m: two readings a window apart cover it, as they cover `window`.
     return config_mod.load_text("interval: 5s\nhealth:\n  window: 1m\n  event_window: 5m\n"
-                                "  link: {window: 1m, baseline_window: 10m}\n" + extra)["health"]
+                                "  link: {window: 1m, baseline_window: 10m}\n" + extra).health
 
 
 class Feed:

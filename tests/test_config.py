@@ -28,17 +28,17 @@ def test_bad_durations(text):
 
 def test_defaults():
     cfg = config_mod.default_config()
-    assert cfg["listen"] == "0.0.0.0:9477"
-    assert cfg["interval"] == 5.0
-    assert cfg["role"] == "auto"
+    assert cfg.listen == "0.0.0.0:9477"
+    assert cfg.interval == 5.0
+    assert cfg.role == "auto"
 
 
 def test_valid_file(tmp_path):
     path = tmp_path / "ok.yaml"
     path.write_text("listen: 127.0.0.1:9999\ninterval: 250ms\n")
     cfg = config_mod.load_file(path)
-    assert cfg["listen"] == "127.0.0.1:9999"
-    assert cfg["interval"] == 0.25
+    assert cfg.listen == "127.0.0.1:9999"
+    assert cfg.interval == 0.25
 
 
 BAD = [
@@ -124,7 +124,7 @@ def test_duplicate_keys_are_errors_with_both_lines(tmp_path):
 def test_merge_keys_may_be_overridden_without_a_duplicate_error():
     cfg = config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
                                "    sysfs_root: /b\n")
-    assert cfg["sources"]["ethtool"]["sysfs_root"] == "/b"
+    assert cfg.sources["ethtool"]["sysfs_root"] == "/b"
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
                              "    sysfs_root: /b\n    sysfs_root: /c\n")
@@ -169,7 +169,7 @@ def test_thresholds_with_good_worse_than_bad_are_errors(thresholds, message):
 def test_thresholds_in_the_right_direction_still_load():
     cfg = config_mod.load_text("health:\n  slo: {ttft_p95_seconds: 2}\n  thresholds:\n"
                                "    ecn_marked_ratio: {good: 0.01, bad: 0.2}\n    ttft_p95: {bad: 3}\n")
-    assert cfg["health"]["thresholds"]["ttft_p95"] == {"good": None, "bad": 3.0}
+    assert cfg.health["thresholds"]["ttft_p95"] == {"good": None, "bad": 3.0}
 
 
 def test_serving_history_loads_with_a_deprecation_warning(tmp_path):
@@ -177,7 +177,7 @@ def test_serving_history_loads_with_a_deprecation_warning(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("sources:\n  serving:\n    history: 30m\n")
     cfg = config_mod.load_file(path, warnings)
-    assert cfg["sources"]["serving"]["history"] == 1800.0
+    assert cfg.sources["serving"]["history"] == 1800.0
     assert warnings == [f"{path}: sources.serving.history: deprecated and ignored: the health service keeps "
                         "the TTFT/ITL readings its health.window needs; remove the key"]
     proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],

@@ -22,7 +22,7 @@ async def test_every_source_has_a_simulator_in_the_demo(tmp_path: Path) -> None:
     finally:
         await close_parts(parts)
     assert configured == set(registry()), f"no simulator configures: {set(registry()) - configured}"
-    wanted = {name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])}
+    wanted = {name for name, cls in registry().items() if cls.wanted(cfg.sources[name])}
     assert wanted == set(registry())
 
 

@@ -213,7 +213,7 @@ def test_dockerfile_pinned_non_root_and_runs_infrapulse():
 @pytest.mark.parametrize("name", ["node.yaml", "fabric.yaml"])
 def test_example_configs_load(name):
     cfg = config_mod.load_file(DEPLOY / "config" / name)
-    assert cfg["role"] == name.removesuffix(".yaml")
+    assert cfg.role == name.removesuffix(".yaml")
 
 
 # -- Kubernetes ------------------------------------------------------------------------------
@@ -265,7 +265,7 @@ def _assert_least_privilege(workload: dict) -> None:
     assert sc["capabilities"] == {"drop": ["ALL"]} and sc.get("privileged") is False
 
 
-def _embedded_config(configmap: str, mount_path: str, tmp_path: Path) -> dict:
+def _embedded_config(configmap: str, mount_path: str, tmp_path: Path) -> config_mod.Config:
     """Load the ConfigMap's infrapulse.yaml with the real loader, its files laid out as the kubelet would."""
     data = find("ConfigMap", configmap)["data"]
     for key, value in data.items():
@@ -285,9 +285,9 @@ def test_node_daemonset_reads_host_sys_read_only_with_gpu_access(tmp_path: Path)
     mount = next(m for m in _container(ds)["volumeMounts"] if m["name"] == sys_volume["name"])
     assert mount["readOnly"] is True
     cfg = _embedded_config("infrapulse-node", _mount_of(ds, "config"), tmp_path)
-    assert cfg["role"] == "node"
-    assert cfg["sources"]["infiniband"]["sysfs_root"] == mount["mountPath"]
-    assert cfg["sources"]["ethtool"]["sysfs_root"] == mount["mountPath"]
+    assert cfg.role == "node"
+    assert cfg.sources["infiniband"]["sysfs_root"] == mount["mountPath"]
+    assert cfg.sources["ethtool"]["sysfs_root"] == mount["mountPath"]
     assert _container(ds)["args"][-1].startswith(_mount_of(ds, "config"))
 
 
@@ -304,8 +304,8 @@ def test_fabric_statefulset_shards_by_pod_ordinal(tmp_path: Path):
     assert int(env["INFRAPULSE_SHARD_COUNT"]["value"]) == sts["spec"]["replicas"]
     assert sts["spec"]["serviceName"] == "infrapulse-fabric"
     cfg = _embedded_config("infrapulse-fabric", _mount_of(sts, "config"), tmp_path)
-    assert cfg["role"] == "fabric"
-    gnmi = cfg["sources"]["gnmi"]
+    assert cfg.role == "fabric"
+    gnmi = cfg.sources["gnmi"]
     # The targets file is a key of the same ConfigMap (loaded above from its materialised copy),
     # the password a key of the mounted Secret.
     assert posixpath.dirname(gnmi["targets_file"]) == str(tmp_path)

@@ -253,7 +253,7 @@ def test_an_unwritable_state_dir_keeps_reports_in_memory_and_counts(tmp_path: Pa
 def _inspect_config(extra: str = "") -> dict:
     from infrapulse import config as config_mod
 
-    return config_mod.load_text("inspect:\n  before: 20s\n  since: 5s\n" + extra)["inspect"]
+    return config_mod.load_text("inspect:\n  before: 20s\n  since: 5s\n" + extra).inspect
 
 
 def _storming_feed(start: float) -> Feed:
@@ -299,7 +299,7 @@ async def test_an_xid_fed_through_health_names_the_gpu_and_the_xid(tmp_path: Pat
     # XID 79 on GPU 3 from pass 30: a sparse counter born mid-life counts from zero.
     feed.series("nvml", "infrapulse_gpu_xid_errors_total", ("3", "GPU-3", "79"), [None] * 30 + [1.0] * 15,
                 "nvml")
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n").health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     (report,) = await _drive(feed, start, health, service)
@@ -338,7 +338,7 @@ async def test_the_verdict_gpu_carries_its_last_kernel_log_event_as_evidence(tmp
     # Another GPU's event is not this verdict's evidence.
     feed.series("kmsg", "infrapulse_kmsg_last_event_info", ("0000:3b:00.0", "pcie_aer", "physical_layer",
                 "PCIe AER corrected physical_layer error"), [1.0] * 45)
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n").health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     (report,) = await _drive(feed, start, health, service)
@@ -378,7 +378,7 @@ async def test_a_netdev_verdict_carries_its_nics_last_kernel_log_event(tmp_path:
                 [None] * 30 + [read_at] * 16)
     feed.series("kmsg", "infrapulse_kmsg_last_event_info", ("0000:0d:00.1", "mlx5_fw_error", "",
                 "mlx5 firmware health issue"), [1.0] * 46)
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n").health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     (report,) = await _drive(feed, start, health, service)
@@ -400,7 +400,7 @@ async def test_a_pfc_storm_fed_through_health_gives_a_network_verdict(tmp_path: 
     from infrapulse import config as config_mod
     from infrapulse.health.service import HealthService
 
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n").health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     made = await _drive(feed, start, health, service)
@@ -608,7 +608,7 @@ async def test_a_steady_score_starts_no_inspection(tmp_path: Path) -> None:
     feed = Feed(start=start)
     feed.series("ethtool", "infrapulse_nic_pfc_pause_duration_seconds_total", ("ens1f0np0", "3", "rx"),
                 [i * 0.0001 for i in range(45)], "ens1f0np0")
-    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n")["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text("health: {window: 5s}\n").health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     assert await _drive(feed, start, health, service) == []

@@ -22,7 +22,7 @@ HEALTH = "health: {window: 5s, event_window: 10s, link: {window: 5s, baseline_wi
 def _run(feed: Feed, start: float, tmp_path: Path) -> list[dict]:
     import asyncio
 
-    health = HealthService(feed.store, config_mod.load_text(HEALTH)["health"], "h", 1.0)
+    health = HealthService(feed.store, config_mod.load_text(HEALTH).health, "h", 1.0)
     service = InspectionService(feed.store, health.reports, _inspect_config(), str(tmp_path), "gpu-node-01",
                                 health.interval)
     return asyncio.run(_drive(feed, start, health, service))

@@ -75,7 +75,7 @@ def _source(path: Path | str, state_dir: Path | None = None, **overrides: object
     cfg = config_mod.load_text(yaml.safe_dump({"sources": {"kmsg": section}}), "<test>")
     store = Store()
     ctx = SourceContext(store=store, interval=5.0, state_dir=str(state_dir) if state_dir else "")
-    return KmsgSource(cfg["sources"]["kmsg"], ctx), store
+    return KmsgSource(cfg.sources["kmsg"], ctx), store
 
 
 def _events(snapshot) -> dict[tuple[str, ...], float]:

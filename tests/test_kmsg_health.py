@@ -32,7 +32,7 @@ def _kmsg_passes(tmp_path: Path, text: str) -> list[Snapshot]:
     log.write_text("")
     section = {"enabled": True, "path": str(log), "boot_id_path": ""}
     cfg = config_mod.load_text(yaml.safe_dump({"sources": {"kmsg": section}}), "<test>")
-    source = KmsgSource(cfg["sources"]["kmsg"], SourceContext(store=None, interval=5.0))  # type: ignore[arg-type]
+    source = KmsgSource(cfg.sources["kmsg"], SourceContext(store=None, interval=5.0))  # type: ignore[arg-type]
     quiet = source.collect_once().snapshot
     with log.open("a") as f:
         f.write(text)

@@ -124,7 +124,7 @@ def test_default_rules_carry_the_signals_bad_thresholds():
         [bad["link_flaps"] / IB_DOWN_TRANSITIONS]
     assert _after(rules["InfrapulseNicPhyErrorsWhileUp"]["expr"], "without_carrier_loss:increase10m") == \
         [bad["link_half_dead"]]
-    health = default_config()["health"]
+    health = default_config().health
     window = linkrules.duration(health["link"]["window"])
     for name in ("instance_interface:infrapulse_nic_link_transitions:increase10m",
                  linkrules.SWITCH_TRANSITIONS,
@@ -138,7 +138,7 @@ def test_default_rules_carry_the_signals_bad_thresholds():
 
 
 def test_thresholds_are_the_scorers_settings():
-    health = load_text(OVERRIDE)["health"]
+    health = load_text(OVERRIDE).health
     settings = resolve_settings(health)
     t = linkrules.thresholds(health)
     assert (t.flaps, t.half_dead, t.post_fec_ber, t.pre_fec_ber_rise) == tuple(
@@ -153,7 +153,7 @@ def test_thresholds_are_the_scorers_settings():
 
 @pytest.fixture()
 def overridden() -> dict[str, dict]:
-    t = linkrules.thresholds(load_text(OVERRIDE)["health"])
+    t = linkrules.thresholds(load_text(OVERRIDE).health)
     return _rules(linkrules.render_all(t, ALERTS))
 
 
@@ -185,7 +185,7 @@ def test_an_override_moves_the_alert_expressions(overridden):
 
 def test_an_override_moves_the_recording_rules(overridden):
     r = overridden
-    t = linkrules.thresholds(load_text(OVERRIDE)["health"])
+    t = linkrules.thresholds(load_text(OVERRIDE).health)
     link_records = [rule["record"] for group in yaml.safe_load(linkrules.render_link_rules(t))["groups"]
                     for rule in group["rules"] if "record" in rule]
     baseline = "instance_interface_basis:infrapulse_nic_pre_fec_ber:ratio_rate1h_before10m"

@@ -44,7 +44,7 @@ NODE = "127.0.0.1"
 def mesh_config(**section: Any) -> dict[str, Any]:
     base = {"enabled": True, "local_addresses": [NODE], "port": 0, "probe_interval": "20ms",
             "timeout": "150ms", "min_samples": 3}
-    return load_text(yaml.safe_dump({"sources": {"mesh": {**base, **section}}}))["sources"]["mesh"]
+    return load_text(yaml.safe_dump({"sources": {"mesh": {**base, **section}}})).sources["mesh"]
 
 
 def series(source: MeshSource, family: str) -> dict[tuple[str, ...], Any]:
@@ -478,7 +478,7 @@ def test_config_errors_name_the_key(section: dict[str, Any], key: str, reason: s
 
 
 def test_off_by_default() -> None:
-    config = load_text("")["sources"]["mesh"]
+    config = load_text("").sources["mesh"]
     assert not MeshSource.wanted(config)
     defaults = (config["port"], config["probe_interval"], config["max_peers"], config["dscp"])
     assert defaults == (9478, 5.0, 64, 0)

@@ -35,7 +35,7 @@ def test_systemd_unit_keeps_state_but_none_of_the_probe_privileges():
     assert not [d for d in unit["DeviceAllow"] if "infiniband" in d]
     assert "~@privileged @resources" in unit["SystemCallFilter"]
     # the default config's state_dir is the directory StateDirectory= creates
-    assert config_mod.default_config()["state_dir"] == "/var/lib/" + unit["StateDirectory"][0]
+    assert config_mod.default_config().state_dir == "/var/lib/" + unit["StateDirectory"][0]
 
 
 def test_systemd_probe_drop_in_adds_exactly_what_the_probes_need():
@@ -55,7 +55,7 @@ def node_daemonset() -> dict[str, Any]:
     return next(d for d in documents(K8S / "node.yaml") if d["kind"] == "DaemonSet")
 
 
-def node_config(doc: dict[str, Any]) -> dict[str, Any]:
+def node_config(doc: dict[str, Any]) -> config_mod.Config:
     return config_mod.load_text(doc["data"]["infrapulse.yaml"], "ConfigMap")
 
 
@@ -67,7 +67,7 @@ def test_daemonset_keeps_state_dir_on_the_node_with_a_chown_only_init_container(
     (container,) = pod["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "state")
     cfg = node_config(next(d for d in documents(K8S / "node.yaml") if d["kind"] == "ConfigMap"))
-    assert cfg["state_dir"] == mount["mountPath"] and not cfg["sources"]["probe"]["enabled"]
+    assert cfg.state_dir == mount["mountPath"] and not cfg.sources["probe"]["enabled"]
     (init,) = pod["initContainers"]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert init["command"] == ["/bin/chown", "10001:10001", mount["mountPath"]]
@@ -112,9 +112,9 @@ def test_probe_variant_patches_validate_and_configure_the_probe_source():
     configmap = merge(next(d for d in documents(K8S / "node.yaml") if d["kind"] == "ConfigMap"),
                       patches["config-probes.yaml"])
     cfg = node_config(configmap)
-    probe = cfg["sources"]["probe"]
-    assert probe["enabled"] and cfg["state_dir"] == mounts["state"]
-    assert probe["versions"]["sysfs_root"] == mounts["sys"] == cfg["sources"]["infiniband"]["sysfs_root"]
+    probe = cfg.sources["probe"]
+    assert probe["enabled"] and cfg.state_dir == mounts["state"]
+    assert probe["versions"]["sysfs_root"] == mounts["sys"] == cfg.sources["infiniband"]["sysfs_root"]
     assert probe["versions"]["nccl_library"].startswith(mounts["probe-tools"] + "/")
     assert probe["inbox"]["dir"].startswith(mounts["state"] + "/")
 
@@ -126,7 +126,7 @@ def test_job_template_writes_into_the_inbox_the_daemon_watches():
     (container,) = pod["containers"]
     inbox = next(v for v in pod["volumes"] if v["name"] == "inbox")["hostPath"]["path"]
     cfg = node_config(next(d for d in documents(K8S / "node.yaml") if d["kind"] == "ConfigMap"))
-    assert inbox == cfg["sources"]["probe"]["inbox"]["dir"]
+    assert inbox == cfg.sources["probe"]["inbox"]["dir"]
     assert pod["securityContext"]["runAsUser"] == node_daemonset()["spec"]["template"]["spec"][
         "securityContext"]["runAsUser"]  # the daemon creates the inbox: same user, can write
     script = container["args"][0]

@@ -420,7 +420,7 @@ def test_source_reports_coverage_per_netdev(tmp_path: Path) -> None:
     root, sim = node(tmp_path, with_ecn=False)
     config = load_text(f"sources:\n  roce_config:\n    sysfs_root: {root}\n    sim_dir: {sim}\n")
     store = Store()
-    source = RoceConfigSource(config["sources"]["roce_config"], SourceContext(store, 5.0, state_dir=""))
+    source = RoceConfigSource(config.sources["roce_config"], SourceContext(store, 5.0, state_dir=""))
     asyncio.run(source.poll_once())
     status = store.status[("roce_config", IF)]
     assert status.up and status.reason == "partial"

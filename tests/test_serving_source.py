@@ -236,7 +236,7 @@ async def test_demo_part_runs_several_engines(tmp_path):
     part = await demo_part(ctx)
     try:
         cfg = config_mod.load_text(yaml.safe_dump({"sources": part.sources}))
-        endpoints = cfg["sources"]["serving"]["endpoints"]
+        endpoints = cfg.sources["serving"]["endpoints"]
         assert len(endpoints) >= 3
         source = make_source(part.sources["serving"]["endpoints"])
         await poll_all(source)

@@ -135,7 +135,7 @@ async def _demo_source(tmp_path: Path, **overrides) -> tuple[WorkloadSource, dem
     cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<test>")
     store = Store()
     ctx = SourceContext(store=store, interval=5.0, options={OPEN_FAKE_KEY: open_fake})
-    return WorkloadSource(cfg["sources"]["workload"], ctx), server, store
+    return WorkloadSource(cfg.sources["workload"], ctx), server, store
 
 
 def _rows(snapshot, family: str) -> set[tuple[str, ...]]:

@@ -18,7 +18,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from . import __version__, logs
 from . import docs as docs_cli
-from .config import ConfigError, default_config, load_file
+from .config import Config, ConfigError, default_config, load_file
 from .doctor import cli as doctor_cli
 from .health import cli as health_cli
 from .inspect import cli as inspect_cli
@@ -143,15 +143,15 @@ def cmd_rules(args: argparse.Namespace) -> int:
         for line in exc.lines():
             print(f"config error: {line}", file=sys.stderr)
         return 2
-    t = linkrules.thresholds(cfg["health"])
+    t = linkrules.thresholds(cfg.health)
     try:
         linkrules.check(t)
     except ValueError as exc:
         print(f"config error: {args.config}: health.link: {exc}", file=sys.stderr)
         return 2
     source = f"by `infrapulse rules --config {args.config}`" if args.config else linkrules.DEFAULT_SOURCE
-    base = cfg["health"]["runbook_base_url"]
-    elsewhere = linkrules.patched_differ(t, linkrules.thresholds(default_config()["health"]))
+    base = cfg.health["runbook_base_url"]
+    elsewhere = linkrules.patched_differ(t, linkrules.thresholds(default_config().health))
     others = ", ".join(linkrules.PATCHED_RULES)
     if args.output == "-":
         sys.stdout.write(linkrules.with_runbook_base(linkrules.render_link_rules(t, source), base))
@@ -198,9 +198,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     runs, not_here = [], []
     for name, cls in registry().items():
-        if not cls.wanted(cfg["sources"][name]):
+        if not cls.wanted(cfg.sources[name]):
             continue
-        why = cls.unavailable(cfg["sources"][name])
+        why = cls.unavailable(cfg.sources[name])
         if why:
             not_here.append(f"{name} ({why})")
         else:
@@ -218,7 +218,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
     # doctor's row for such a source reads "<NOT_ON_THIS_HOST>: <the same reason>"
     absent = f"; {NOT_ON_THIS_HOST}: {'; '.join(not_here)}" if not_here else ""
-    print(f"{args.file}: ok (listen {cfg['listen']}, interval {format_duration(cfg['interval'])}, "
+    print(f"{args.file}: ok (listen {cfg.listen}, interval {format_duration(cfg.interval)}, "
           f"sources that would run here: {', '.join(runs) or 'none'}{absent})")
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
@@ -249,12 +249,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_async(daemon.run_forever)
 
 
-def source_options(cfg: dict[str, Any]) -> dict[str, Any]:
+def source_options(cfg: Config) -> dict[str, Any]:
     """What the daemon injects into sources (SourceContext.options) for this config: the NVML
     fake only when the documented testing key `sources.nvml.fake` asks for it."""
     from .sources.gpu.nvml import OPEN_FAKE_KEY
 
-    if not cfg["sources"]["nvml"]["fake"]:
+    if not cfg.sources["nvml"]["fake"]:
         return {}
     return {OPEN_FAKE_KEY: _simulate("nvml_fake").open_fake}
 

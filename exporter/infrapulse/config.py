@@ -8,13 +8,16 @@ first. Keys that are accepted but do nothing (deprecated) come back as warnings.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from . import schema
-from .schema import Duration, HostPort, Int, SchemaError, Section, Str
+from .httpsettings import HttpSettings
+from .schema import Duration, HostPort, SchemaError, Section, Settings, Str, setting
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 
@@ -88,69 +91,48 @@ def _sources_section() -> Section:
     )
 
 
-def _health_section() -> Section:
-    from .health import config as health_config
+@dataclass(kw_only=True, slots=True)
+class Config(Settings):
+    """The whole validated config file. `health` and `inspect` are their subsystems' settings;
+    `sources` maps each registered source's name to its settings."""
 
-    return health_config.CONFIG
-
-
-def _inspect_section() -> Section:
-    from .inspect import config as inspect_config
-
-    return inspect_config.CONFIG
+    listen: str = setting(HostPort("Address the HTTP server listens on (/metrics, /api, /).",
+                                   default=DEFAULT_LISTEN))
+    interval: float = setting(Duration("Default poll interval of every source that does not set its own.",
+                                       default="5s", min=0.05))
+    role: str = setting(Str(
+        "What this instance is: node (host telemetry), fabric (switches) or both. auto derives it from "
+        "the enabled sources; it is exported as infrapulse_node_info{role}.", default="auto",
+        choices=("auto", "node", "fabric", "both")))
+    hostname: str = setting(Str(
+        "Host name exported as infrapulse_node_info{hostname}; it must match the LLDP system name the "
+        "switches see for this node. Default: the INFRAPULSE_HOSTNAME environment variable, else the "
+        "system host name (set INFRAPULSE_HOSTNAME from spec.nodeName in a Kubernetes pod without "
+        "hostNetwork).", default=""))
+    state_dir: str = setting(Str(
+        "Directory for what must survive restarts, reboots and upgrades (the probe baselines under "
+        "probe/). Created when missing; systemd's StateDirectory= and the DaemonSet's hostPath provide "
+        "it.", default="/var/lib/infrapulse"))
+    http: HttpSettings = setting(HttpSettings.SCHEMA)
+    # Declared by their subsystems (root_schema adds their Sections): always given by validation.
+    health: Any = dataclasses.field()
+    inspect: Any = dataclasses.field()
+    sources: dict[str, Any] = dataclasses.field()  # source name -> that source's settings
 
 
 def root_schema() -> Section:
-    return Section(
-        fields={
-            "listen": HostPort("Address the HTTP server listens on (/metrics, /api, /).",
-                               default=DEFAULT_LISTEN),
-            "interval": Duration("Default poll interval of every source that does not set its own.",
-                                 default="5s", min=0.05),
-            "role": Str("What this instance is: node (host telemetry), fabric (switches) or both. "
-                        "auto derives it from the enabled sources; it is exported as "
-                        "infrapulse_node_info{role}.", default="auto",
-                        choices=("auto", "node", "fabric", "both")),
-            "hostname": Str("Host name exported as infrapulse_node_info{hostname}; it must match the LLDP "
-                            "system name the switches see for this node. Default: the INFRAPULSE_HOSTNAME "
-                            "environment variable, else the system host name (set INFRAPULSE_HOSTNAME from "
-                            "spec.nodeName in a Kubernetes pod without hostNetwork).", default=""),
-            "state_dir": Str("Directory for what must survive restarts, reboots and upgrades (the probe "
-                             "baselines under probe/). Created when missing; systemd's StateDirectory= and "
-                             "the DaemonSet's hostPath provide it.", default="/var/lib/infrapulse"),
-            "http": Section(doc="HTTP server limits.", fields={
-                "max_connections": Int("Open connections accepted at once. When all are taken, the oldest "
-                                       "connection that has not sent a request yet is closed to admit a new "
-                                       "one; a new one is refused only when every connection is busy.",
-                                       default=256, min=1),
-                "max_connections_per_client": Int("Open connections accepted from one client address (an "
-                                                  "IPv6 client: its /64) at once; more are closed on "
-                                                  "arrival.", default=64, min=1),
-                "handshake_timeout": Duration("A TLS connection that has not finished its handshake this "
-                                              "long after connecting is closed.", default="5s", min=0.1),
-                "header_timeout": Duration("A connection must send a complete request line and headers "
-                                           "within this long of connecting (after the TLS handshake), and "
-                                           "of the first byte of every later request, or it is closed.",
-                                           default="5s", min=0.1),
-                "idle_timeout": Duration("A keep-alive connection that sends no new request for this long "
-                                         "after a response is closed.", default="15s", min=0.1),
-                "csp_report_uri": Str("Where browsers report Content-Security-Policy violations of the "
-                                      "status page (the policy's report-uri); empty sends no reports.",
-                                      default="", pattern=r"(https?://[^\s;,'\"]+|/[^\s;,'\"]*)?"),
-                "render_cache": Duration("Scrapes within this long of a /metrics render share its bytes "
-                                         "unless a source published new data since (0s renders every "
-                                         "scrape). Keeps bursts of scrapers cheap on large fabric "
-                                         "instances, whose streamed gNMI values can then be up to this "
-                                         "old.", default="1s", min=0),
-            }),
-            "health": _health_section(),
-            "inspect": _inspect_section(),
-            "sources": _sources_section(),
-        }
-    )
+    """The root Section. health, inspect and sources come from their subsystems (imported here,
+    not at module level: they import this package's schema, and the registry imports every source)."""
+    from .health import config as health_config
+    from .inspect import config as inspect_config
+
+    fields = schema.entries(Config)
+    fields |= {"health": health_config.CONFIG, "inspect": inspect_config.CONFIG,
+               "sources": _sources_section()}
+    return Section(fields={f.name: fields[f.name] for f in dataclasses.fields(Config)}, settings=Config)
 
 
-def load_text(text: str, file: str = "<config>", warnings: list[str] | None = None) -> dict[str, Any]:
+def load_text(text: str, file: str = "<config>", warnings: list[str] | None = None) -> Config:
     """Validate `text`; deprecated keys it sets are appended to `warnings` as `file: key: why`."""
     try:
         data, duplicates = _parse_yaml(text, file)
@@ -166,7 +148,7 @@ def load_text(text: str, file: str = "<config>", warnings: list[str] | None = No
     problems = list(duplicates)
     root = root_schema()
     try:
-        cfg: dict[str, Any] = root.validate(data, "")  # the root Section's mapping
+        cfg: Config = root.validate(data, "")
     except SchemaError as exc:
         problems += [(e.path or "<top level>", e.reason) for e in exc.errors]
     if problems:
@@ -176,7 +158,7 @@ def load_text(text: str, file: str = "<config>", warnings: list[str] | None = No
     return cfg
 
 
-def load_file(path: str | Path, warnings: list[str] | None = None) -> dict[str, Any]:
+def load_file(path: str | Path, warnings: list[str] | None = None) -> Config:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -193,8 +175,9 @@ def load_file(path: str | Path, warnings: list[str] | None = None) -> dict[str, 
     return load_text(text, str(path), warnings)
 
 
-def default_config() -> dict[str, Any]:
+def default_config() -> Config:
     return load_text("", "<defaults>")
 
 
-__all__ = ["ConfigError", "load_file", "load_text", "default_config", "root_schema", "schema"]
+__all__ = ["Config", "ConfigError", "HttpSettings", "load_file", "load_text", "default_config", "root_schema",
+           "schema"]

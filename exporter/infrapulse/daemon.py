@@ -27,6 +27,7 @@ from aiohttp import web
 
 from . import config as config_mod
 from . import memory
+from .config import Config
 from .health.scoring import Report
 from .health.service import HealthService
 from .http import json_error, make_app
@@ -53,7 +54,7 @@ LISTEN_BACKLOG = 1024
 
 
 class Daemon:
-    def __init__(self, config: dict[str, Any], config_path: str | None = None,
+    def __init__(self, config: Config, config_path: str | None = None,
                  listen_override: str | None = None, hostname: str | None = None,
                  web_security: WebSecurity | None = None,
                  source_options: dict[str, Any] | None = None) -> None:
@@ -64,11 +65,11 @@ class Daemon:
         self.config_path = config_path
         self.listen_override = listen_override
         self.store = Store()
-        hostname = (hostname or config.get("hostname") or os.environ.get("INFRAPULSE_HOSTNAME")
+        hostname = (hostname or config.hostname or os.environ.get("INFRAPULSE_HOSTNAME")
                     or socket.gethostname())
         self.state = DaemonState(hostname, self._role(config))
         self.registry = make_registry(self.store, self.state)
-        self.sources: dict[str, tuple[Source, asyncio.Task[None], SourceKey]] = {}
+        self.sources: dict[str, tuple[Source[Any], asyncio.Task[None], SourceKey]] = {}
         self.services: list[Service] = compose_services(config, self.store, self.state.hostname)
         self._tasks: list[asyncio.Task[None]] = []  # the services' and the daemon's own background tasks
         self.web_security = web_security  # TLS and basic auth, or None
@@ -96,7 +97,7 @@ class Daemon:
 
     @property
     def listen(self) -> str:
-        return self.listen_override or self.config["listen"]
+        return self.listen_override or self.config.listen
 
     async def start(self) -> None:
         memory.tune()  # before any source starts gRPC's threads
@@ -112,7 +113,7 @@ class Daemon:
 
     async def _start_http(self) -> None:
         security = self.web_security
-        http_cfg = self.config["http"]
+        http_cfg = self.config.http
         # The guard admits connections (caps, deadlines, TLS) and, as the outermost middleware,
         # learns when a request's headers are in; see httpguard.
         guard = ConnectionGuard(GuardLimits.from_config(http_cfg), self.http_stats,
@@ -121,12 +122,12 @@ class Daemon:
         app = make_app(self.store, self.state, self.registry,
                        [*(s.routes for s in self.services), self._source_routes],
                        middlewares,
-                       render_cache=http_cfg["render_cache"], csp_report_uri=http_cfg["csp_report_uri"])
+                       render_cache=http_cfg.render_cache, csp_report_uri=http_cfg.csp_report_uri)
         # keepalive_timeout closes idle keep-alive connections; lingering_time bounds reading
         # the unread body of a request that was answered.
         runner = self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5,
-                                              keepalive_timeout=http_cfg["idle_timeout"],
-                                              lingering_time=http_cfg["header_timeout"],
+                                              keepalive_timeout=http_cfg.idle_timeout,
+                                              lingering_time=http_cfg.header_timeout,
                                               logger=ClientErrorLog(self.http_stats))
         await runner.setup()
         assert runner.server is not None  # set by setup()
@@ -197,32 +198,32 @@ class Daemon:
 
     # -- sources -----------------------------------------------------------------------------
 
-    def _role(self, config: dict[str, Any]) -> str:
-        if config.get("role", "auto") != "auto":
-            role: str = config["role"]  # one of the schema's choices
+    def _role(self, config: Config) -> str:
+        if config.role != "auto":
+            role: str = config.role  # one of the schema's choices
             return role
-        roles = {cls.role for name, cls in source_registry().items() if cls.wanted(config["sources"][name])}
+        roles = {cls.role for name, cls in source_registry().items() if cls.wanted(config.sources[name])}
         if roles == {"node", "fabric"}:
             return "both"
         return roles.pop() if roles else "node"
 
-    def _source_key(self, name: str, config: dict[str, Any]) -> SourceKey:
-        return (repr(config["sources"][name]), config["interval"], config["state_dir"])
+    def _source_key(self, name: str, config: Config) -> SourceKey:
+        return (repr(config.sources[name]), config.interval, config.state_dir)
 
-    def _start_sources(self, config: dict[str, Any], only: set[str] | None = None) -> None:
-        ctx = SourceContext(store=self.store, interval=config["interval"], hostname=self.state.hostname,
-                            options=self.source_options, state_dir=config["state_dir"])
+    def _start_sources(self, config: Config, only: set[str] | None = None) -> None:
+        ctx = SourceContext(store=self.store, interval=config.interval, hostname=self.state.hostname,
+                            options=self.source_options, state_dir=config.state_dir)
         for name, cls in source_registry().items():
             if only is not None and name not in only:
                 continue
-            section = config["sources"][name]
+            section = config.sources[name]
             if not cls.wanted(section):
                 continue
             source = cls(section, ctx)
             task = asyncio.create_task(self._run_source(source), name=f"source:{name}")
             self.sources[name] = (source, task, self._source_key(name, config))
 
-    async def _run_source(self, source: Source) -> None:
+    async def _run_source(self, source: Source[Any]) -> None:
         # run() handles data problems itself; this guards against bugs so one source cannot
         # take the daemon down: it is restarted after a pause instead.
         while True:
@@ -265,18 +266,18 @@ class Daemon:
             log.info("config reloaded", extra={"file": self.config_path, "sources": sorted(self.sources)})
             return True
 
-    async def apply_config(self, new: dict[str, Any]) -> None:
+    async def apply_config(self, new: Config) -> None:
         changed = {name for name in source_registry()
                    if name in self.sources and self.sources[name][2] != self._source_key(name, new)}
-        wanted = {name for name, cls in source_registry().items() if cls.wanted(new["sources"][name])}
+        wanted = {name for name, cls in source_registry().items() if cls.wanted(new.sources[name])}
         await self._stop_sources(changed | (set(self.sources) - wanted))
         for source, _, _ in self.sources.values():  # the unchanged ones re-read their files
             await source.on_reload()
         old_listen = self.listen
         self.config = new
         self.state.role = self._role(new)
-        if new.get("hostname"):
-            self.state.hostname = new["hostname"]
+        if new.hostname:
+            self.state.hostname = new.hostname
         self._start_sources(new, only=wanted - set(self.sources))
         for service in self.services:
             service.reload(new)
@@ -285,18 +286,18 @@ class Daemon:
             await self._start_http()
 
 
-def compose_services(config: dict[str, Any], store: Store, hostname: str) -> list[Service]:
+def compose_services(config: Config, store: Store, hostname: str) -> list[Service]:
     """The services the config enables, wired to each other: the inspections read the health
     reports, so they run only with health."""
     out: list[Service] = []
-    health_cfg = config["health"]
+    health_cfg = config.health
     if not health_cfg["enabled"]:
         return out
     reports: Channel[Report] = Channel()
-    interval = health_cfg["interval"] or config["interval"]
+    interval = health_cfg["interval"] or config.interval
     out.append(HealthService(store, health_cfg, hostname, interval, reports))
-    if config["inspect"]["enabled"]:
-        out.append(InspectionService(store, reports, config["inspect"], config["state_dir"], hostname,
+    if config.inspect["enabled"]:
+        out.append(InspectionService(store, reports, config.inspect, config.state_dir, hostname,
                                      interval))
     return out
 

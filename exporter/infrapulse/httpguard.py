@@ -32,7 +32,7 @@ import sys
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -41,6 +41,9 @@ from prometheus_client.metrics_core import Metric
 from . import catalog
 from .logs import RateLimiter
 from .metrics import family_metric
+
+if TYPE_CHECKING:
+    from .httpsettings import HttpSettings
 
 log = logging.getLogger("infrapulse.http")
 
@@ -81,9 +84,9 @@ class GuardLimits:
     header_timeout: float = 5.0
 
     @classmethod
-    def from_config(cls, http: dict[str, Any]) -> GuardLimits:
-        return cls(http["max_connections"], http["max_connections_per_client"], http["handshake_timeout"],
-                   http["header_timeout"])
+    def from_config(cls, http: HttpSettings) -> GuardLimits:
+        return cls(http.max_connections, http.max_connections_per_client, http.handshake_timeout,
+                   http.header_timeout)
 
 
 class HttpStats:

@@ -1,16 +1,20 @@
 """A small declarative schema for the YAML config.
 
-Every key is declared once, with its type, default and documentation. Validation returns
-plain dicts with defaults filled in, and every error names the key path and the reason.
-docs/configuration.md is generated from the same declarations (see `infrapulse.docs`).
+Every key is declared once, with its type, default and documentation, as an attribute of a
+settings class (a dataclass whose fields are declared with `setting(<schema entry>)`; the
+`settings` decorator derives the class's `Section` from them). Validation returns instances of
+those classes with defaults filled in, so code reads `cfg.http.max_connections` and mypy sees a
+typo; every error names the key path and the reason. docs/configuration.md is generated from the
+same declarations (see `infrapulse.docs`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -308,10 +312,13 @@ class MapOf(Field):
 
 @dataclass
 class Section(Field):
-    """A mapping with a fixed set of keys; unknown keys are errors (they are usually typos)."""
+    """A mapping with a fixed set of keys; unknown keys are errors (they are usually typos).
+    Validated to an instance of `settings` (the class `settings()` derived it from), or to a dict
+    where none is set (the `sources` section, whose keys are the registry's)."""
 
     fields: dict[str, Field] = field(default_factory=dict)
-    check: Callable[[dict[str, Any], str], None] | None = None  # cross-field validation
+    check: Callable[[dict[str, Any], str], None] | None = None  # cross-field validation, on the dict
+    settings: type[Any] | None = None
 
     def type_doc(self) -> str:
         return "mapping"
@@ -343,7 +350,47 @@ class Section(Field):
         errors.raise_if_any()  # cross-field checks need every field valid
         if self.check is not None:
             self.check(out, path)
-        return out
+        return self.settings(**out) if self.settings is not None else out
+
+
+_SCHEMA = "infrapulse.schema"
+SettingsT = TypeVar("SettingsT", bound="Settings")
+
+
+class Settings:
+    """Base of the settings classes: `SCHEMA` is the Section `settings()` derived from the fields."""
+
+    __slots__ = ()
+    SCHEMA: ClassVar[Section]
+
+
+def setting(decl: Field) -> Any:
+    """A settings-class field declared by its schema entry: the entry's default is the field's
+    (a fresh copy per instance for lists, mappings and sections), its docs are the key's docs."""
+    if decl.required:
+        return dataclasses.field(metadata={_SCHEMA: decl})
+    if isinstance(decl, (ListOf, MapOf, Section)):
+        return dataclasses.field(default_factory=decl.default_value, metadata={_SCHEMA: decl})
+    return dataclasses.field(default=decl.default_value(), metadata={_SCHEMA: decl})
+
+
+def entries(cls: type[Any]) -> dict[str, Field]:
+    """The schema entry of each field of a settings class declared with `setting()`."""
+    return {f.name: f.metadata[_SCHEMA] for f in dataclasses.fields(cls) if _SCHEMA in f.metadata}
+
+
+def settings(doc: str = "", *, check: Callable[[dict[str, Any], str], None] | None = None,
+             default: Any = None) -> Callable[[type[SettingsT]], type[SettingsT]]:
+    """Class decorator (above `@dataclass(kw_only=True, slots=True)`): sets `SCHEMA`, the Section
+    whose keys are the class's fields in declaration order, validated into an instance."""
+
+    def attach(cls: type[SettingsT]) -> type[SettingsT]:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"{cls.__name__}: @settings goes above @dataclass")
+        cls.SCHEMA = Section(doc=doc, fields=entries(cls), check=check, settings=cls, default=default)
+        return cls
+
+    return attach
 
 
 def _join(path: str, key: str) -> str:

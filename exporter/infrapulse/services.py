@@ -30,8 +30,9 @@ class Service(Protocol):
     def routes(self, app: web.Application) -> None:
         """Add this service's routes to the daemon's app (called once, before it serves)."""
 
-    def reload(self, config: dict[str, Any]) -> None:
-        """The daemon's config was reloaded: take what changed from the whole config."""
+    def reload(self, config: Any) -> None:
+        """The daemon's config was reloaded: take what changed from the whole `Config` (typed Any
+        here: the config layer sits above the services that read it)."""
 
     async def close(self) -> None:
         """After `run` was cancelled: release what the service holds."""
@@ -50,7 +51,7 @@ class RoutesOnly:
     def routes(self, app: web.Application) -> None:
         self._add_routes(app)
 
-    def reload(self, config: dict[str, Any]) -> None:
+    def reload(self, config: Any) -> None:
         return None
 
     async def close(self) -> None:

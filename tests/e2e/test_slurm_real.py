@@ -139,7 +139,7 @@ async def test_a_real_srun_job_is_attributed_through_its_cgroup(slurm, tmp_path)
                    "proc_root": "/proc", "sysfs_root": str(tmp_path / "no-sysfs"), "scontrol": ""}
         cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<slurm e2e>")
         ctx = SourceContext(store=Store(), interval=5.0, options={OPEN_FAKE_KEY: open_fake})
-        source = WorkloadSource(cfg["sources"]["workload"], ctx)
+        source = WorkloadSource(cfg.sources["workload"], ctx)
         try:
             [result] = await source.collect()
         finally:
@@ -172,7 +172,7 @@ async def test_a_real_job_holding_a_gpu_is_named_through_its_gres(slurm, tmp_pat
                    "proc_root": str(tmp_path / "no-proc"), "sysfs_root": str(tmp_path / "no-sysfs"),
                    "scontrol": BIN["scontrol"], "slurm_node_name": host}
         cfg = config_mod.load_text(yaml.safe_dump({"sources": {"workload": section}}), "<slurm e2e>")
-        source = WorkloadSource(cfg["sources"]["workload"], SourceContext(
+        source = WorkloadSource(cfg.sources["workload"], SourceContext(
             store=Store(), interval=5.0, options={OPEN_FAKE_KEY: open_fake}))
         try:
             await source.collect()

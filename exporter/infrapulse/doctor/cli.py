@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import webconfig
-from ..config import ConfigError, load_file
+from ..config import Config, ConfigError, load_file
 from ..schema import format_duration
 from ..sources import registry
 from ..sources.gnmi.config import TargetsFileError, read_targets_file
@@ -23,7 +23,7 @@ from .files import check_files
 from .probes import probe_all
 from .report import FAIL, OK, WARN, Check, summary, table, with_fix
 
-OptionsFor = Callable[[dict[str, Any]], dict[str, Any]]
+OptionsFor = Callable[[Config], dict[str, Any]]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -41,14 +41,14 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     parser.set_defaults(func=lambda args: cmd_doctor(args, options_for))
 
 
-def config_checks(path: str) -> tuple[dict[str, Any] | None, list[Check]]:
+def config_checks(path: str) -> tuple[Config | None, list[Check]]:
     warnings: list[str] = []
     try:
         cfg = load_file(path, warnings)
     except ConfigError as exc:
         return None, [Check("config", f"{key or path}", FAIL, reason) for key, reason in exc.errors]
-    interval = format_duration(cfg["interval"])
-    checks = [Check("config", path, OK, f"valid: listen {cfg['listen']}, interval {interval}")]
+    interval = format_duration(cfg.interval)
+    checks = [Check("config", path, OK, f"valid: listen {cfg.listen}, interval {interval}")]
     checks += [Check("config", w.split(": ", 2)[1], WARN, w.split(": ", 2)[2]) for w in warnings]
     return cfg, checks
 
@@ -63,9 +63,9 @@ def web_config_checks(path: str) -> list[Check]:
     return [Check("web config", path, OK, f"valid: {tls}, {len(web.users)} basic-auth user(s)")]
 
 
-def _file_scopes(cfg: dict[str, Any], wanted: set[str]) -> list[tuple[str, dict[str, Any]]]:
+def _file_scopes(cfg: Config, wanted: set[str]) -> list[tuple[str, dict[str, Any]]]:
     """Targets of a gNMI targets_file carry their own TLS and credential files."""
-    gnmi = cfg["sources"]["gnmi"]
+    gnmi = cfg.sources["gnmi"]
     if "gnmi" not in wanted or not gnmi["targets_file"]:
         return []
     try:
@@ -75,10 +75,10 @@ def _file_scopes(cfg: dict[str, Any], wanted: set[str]) -> list[tuple[str, dict[
     return [(f"{gnmi['targets_file']}: targets[{i}]", t) for i, t in enumerate(targets)]
 
 
-def referenced_file_checks(cfg: dict[str, Any]) -> list[Check]:
+def referenced_file_checks(cfg: Config) -> list[Check]:
     """The files, directories and variables the enabled sources point at (`doctor`'s file rows;
     `check-config` fails on the same ones)."""
-    wanted = {name for name, cls in registry().items() if cls.wanted(cfg["sources"][name])}
+    wanted = {name for name, cls in registry().items() if cls.wanted(cfg.sources[name])}
     return check_files(cfg, wanted, _file_scopes(cfg, wanted))
 
 
@@ -90,7 +90,7 @@ async def run_checks(path: str, options_for: OptionsFor, web_config: str | None 
     if cfg is None or any(c.result == FAIL for c in checks):
         return 2, [with_fix(c) for c in checks]
     checks += referenced_file_checks(cfg)
-    checks += await probe_all(cfg, options_for(cfg), hostname or cfg["hostname"] or socket.gethostname())
+    checks += await probe_all(cfg, options_for(cfg), hostname or cfg.hostname or socket.gethostname())
     checks = [with_fix(c) for c in checks]
     return (1 if any(c.result == FAIL for c in checks) else 0), checks
 

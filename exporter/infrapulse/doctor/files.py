@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .report import FAIL, OK, Check
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 CERT_KEYS = ("ca_file", "cert_file", "client_ca_file")
 SECRET_KEYS = ("password_file", "username_file", "bearer_token_file")
@@ -91,11 +94,11 @@ def check_reference(path: str, key: str, value: str, env: Mapping[str, str] = os
     return Check("file", path, OK, f"{value}: {described[kind]}")
 
 
-def check_files(cfg: dict[str, Any], wanted: set[str], extra: Sequence[tuple[str, dict[str, Any]]] = (),
+def check_files(cfg: Config, wanted: set[str], extra: Sequence[tuple[str, dict[str, Any]]] = (),
                 env: Mapping[str, str] = os.environ) -> list[Check]:
     """Checks of the references of the enabled sources (plus `extra`: (path prefix, mapping)
     pairs such as gNMI targets from a targets_file or the web config)."""
-    scoped: list[tuple[str, Any]] = [(f"sources.{name}", cfg["sources"][name]) for name in sorted(wanted)]
+    scoped: list[tuple[str, Any]] = [(f"sources.{name}", cfg.sources[name]) for name in sorted(wanted)]
     scoped += list(extra)
     out = []
     for prefix, value in scoped:

@@ -22,6 +22,7 @@ import grpc
 from pygnmi.spec.v080 import gnmi_pb2 as pb
 from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 
+from ..config import Config
 from ..scrape import redact_url
 from ..sources import specs
 from ..sources.base import PollingSource, Source, SourceContext
@@ -42,11 +43,11 @@ from .vocabulary import NOT_ON_THIS_HOST, fix_for
 SourceOptions = dict[str, Any]
 
 
-def _context(cfg: dict[str, Any], options: SourceOptions) -> SourceContext:
-    return SourceContext(store=Store(), interval=cfg["interval"], options=options)
+def _context(cfg: Config, options: SourceOptions) -> SourceContext:
+    return SourceContext(store=Store(), interval=cfg.interval, options=options)
 
 
-async def _close(source: Source) -> None:
+async def _close(source: Source[Any]) -> None:
     closing = source.close()
     if inspect.isawaitable(closing):
         await closing
@@ -116,10 +117,10 @@ def _describe_series(store: Store, name: str) -> Callable[[str], str]:
     return describe
 
 
-async def probe_polling(name: str, cls: type[PollingSource], cfg: dict[str, Any],
+async def probe_polling(name: str, cls: type[PollingSource[Any]], cfg: Config,
                         options: SourceOptions) -> list[Check]:
     ctx = _context(cfg, options)
-    source = cls(cfg["sources"][name], ctx)
+    source = cls(cfg.sources[name], ctx)
     try:
         await source.poll_once()
     finally:
@@ -265,9 +266,9 @@ async def probe_gnmi(section: dict[str, Any], hostname: str) -> list[Check]:
 
 # -- serving --------------------------------------------------------------------------------------
 
-async def probe_serving(cfg: dict[str, Any]) -> list[Check]:
+async def probe_serving(cfg: Config) -> list[Check]:
     ctx = _context(cfg, {})
-    source = ServingSource(cfg["sources"]["serving"], ctx)
+    source = ServingSource(cfg.sources["serving"], ctx)
     try:
         await asyncio.gather(*(source.poll_endpoint(ep) for ep in source.endpoints))
     finally:
@@ -310,8 +311,8 @@ class ProbeRequest:
     """What a source's doctor probe (its spec's `doctor`) is given."""
 
     name: str
-    cls: type[Source]
-    cfg: dict[str, Any]
+    cls: type[Source[Any]]
+    cfg: Config
     options: SourceOptions
     hostname: str
 
@@ -320,11 +321,11 @@ Probe = Callable[[ProbeRequest], Awaitable[list[Check]]]
 
 
 async def nvml(req: ProbeRequest) -> list[Check]:
-    return await asyncio.to_thread(probe_nvml, req.cfg["sources"][req.name], req.options)
+    return await asyncio.to_thread(probe_nvml, req.cfg.sources[req.name], req.options)
 
 
 async def gnmi(req: ProbeRequest) -> list[Check]:
-    return await probe_gnmi(req.cfg["sources"][req.name], req.hostname)
+    return await probe_gnmi(req.cfg.sources[req.name], req.hostname)
 
 
 async def serving(req: ProbeRequest) -> list[Check]:
@@ -346,11 +347,11 @@ def probe_of(spec: SourceSpec) -> Probe | None:
     return polling if issubclass(spec.source, PollingSource) else None
 
 
-async def probe_all(cfg: dict[str, Any], options: SourceOptions, hostname: str) -> list[Check]:
+async def probe_all(cfg: Config, options: SourceOptions, hostname: str) -> list[Check]:
     """Rows for every source: probed when the config enables it, else `skip` with why."""
     checks: list[Check] = []
     for name, spec in specs().items():
-        section = cfg["sources"][name]
+        section = cfg.sources[name]
         if not spec.source.wanted(section):
             checks.append(Check(name, "-", SKIP, skip_reason(section)))
             continue

@@ -119,10 +119,10 @@ class HealthService:
         span = config["history"]
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
-    def reload(self, full_config: dict[str, Any]) -> None:
-        self.interval = full_config["health"]["interval"] or full_config["interval"]
-        if full_config["health"] != self.config:
-            self.configure(full_config["health"])
+    def reload(self, full_config: Any) -> None:
+        self.interval = full_config.health["interval"] or full_config.interval
+        if full_config.health != self.config:
+            self.configure(full_config.health)
 
     # -- one pass ------------------------------------------------------------------------------
 

@@ -86,10 +86,10 @@ class InspectionService:
             self.trigger.suppressed = trigger.suppressed
         self.reports.keep, self.reports.max_bytes = config["keep"], config["max_bytes"]
 
-    def reload(self, full_config: dict[str, Any]) -> None:
-        self.interval = full_config["health"]["interval"] or full_config["interval"]
-        if full_config["inspect"] != self.config:
-            self.configure(full_config["inspect"])
+    def reload(self, full_config: Any) -> None:
+        self.interval = full_config.health["interval"] or full_config.interval
+        if full_config.inspect != self.config:
+            self.configure(full_config.inspect)
 
     # -- every pass ----------------------------------------------------------------------------
 

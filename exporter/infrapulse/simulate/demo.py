@@ -89,7 +89,7 @@ async def close_parts(parts: list[DemoPart]) -> None:
 
 
 def demo_config(parts: list[DemoPart], listen: str, interval: str, health: dict[str, Any] | None = None,
-                inspect: dict[str, Any] | None = None) -> dict[str, Any]:
+                inspect: dict[str, Any] | None = None) -> config_mod.Config:
     """The daemon's config: every simulator's sources, and a `health:` section when given (the
     end-to-end tests shorten the health windows with it)."""
     sources: dict[str, Any] = {}

@@ -22,6 +22,8 @@ Never `simulate`, `health`, `daemon` or `cli`.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Source
 from .gnmi import spec as gnmi_spec
 from .gpu import spec as gpu_spec
@@ -48,6 +50,6 @@ def specs() -> dict[str, SourceSpec]:
     return {spec.name: spec for spec in sorted(SPECS, key=lambda spec: spec.name)}
 
 
-def registry() -> dict[str, type[Source]]:
+def registry() -> dict[str, type[Source[Any]]]:
     """Source name -> class, in the documented order (sorted by name)."""
     return {name: spec.source for name, spec in specs().items()}

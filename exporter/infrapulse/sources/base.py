@@ -1,10 +1,11 @@
 """The one small interface every telemetry source implements.
 
-A source class declares its name, its config schema (`CONFIG`, validated under
-`sources.<name>`) and the families it exports (in `infrapulse.catalog`). The daemon creates it
-with its validated config section and a `SourceContext`, then runs `run()` as one asyncio task
-until cancelled. A source publishes `Snapshot`s per target into the store and records each
-target's health; it never raises out of `run()` for a data problem.
+A source class declares its name, its settings class (a `SourceSettings` dataclass whose
+`SCHEMA` is the source's `CONFIG`, validated under `sources.<name>`) and the families it exports
+(in `infrapulse.catalog`). The daemon creates it with its validated settings and a
+`SourceContext`, then runs `run()` as one asyncio task until cancelled. A source publishes
+`Snapshot`s per target into the store and records each target's health; it never raises out of
+`run()` for a data problem.
 
 `PollingSource` covers the common case (sysfs, ethtool, NVML, HTTP scrapes): implement
 `collect()` and the base class does the timing, the timeout, the health bookkeeping and the
@@ -18,10 +19,10 @@ import logging
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..deadline import within
-from ..schema import Section
+from ..schema import AutoBool, Duration, Section, Settings, setting
 from ..store import Snapshot, Store, stale_after
 
 
@@ -48,7 +49,26 @@ class TargetResult:
     partial_errors: list[str] = field(default_factory=list)
 
 
-class Source:
+@dataclass(kw_only=True, slots=True)
+class SourceSettings(Settings):
+    """What every source's settings have: `enabled` (each source redeclares it with its own docs
+    and default: true/false, or auto for "on where the thing exists")."""
+
+    enabled: bool | str = setting(AutoBool("Run this source."))
+
+
+@dataclass(kw_only=True, slots=True)
+class PollingSettings(SourceSettings):
+    """A polling source's: `interval`, which none set means the daemon's."""
+
+    interval: float | None = setting(Duration("Poll interval; defaults to the global interval.", min=0.05))
+
+
+ConfigT = TypeVar("ConfigT", bound=SourceSettings)
+PollingConfigT = TypeVar("PollingConfigT", bound=PollingSettings)
+
+
+class Source(Generic[ConfigT]):
     name: ClassVar[str] = ""
     CONFIG: ClassVar[Section] = Section()
     # Which daemon role this source belongs to: "node" or "fabric".
@@ -57,20 +77,20 @@ class Source:
     # aiohttp request). The daemon routes them to the running instance (404 while none runs).
     ROUTES: ClassVar[tuple[tuple[str, str, str], ...]] = ()
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: ConfigT, ctx: SourceContext) -> None:
         self.config = config
         self.ctx = ctx
         self.store = ctx.store
         self.log = logging.getLogger(f"infrapulse.source.{self.name}")
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        """Whether the daemon should start this source for its config section."""
-        enabled = config["enabled"]
+    def wanted(cls, config: ConfigT) -> bool:
+        """Whether the daemon should start this source for its settings."""
+        enabled = config["enabled"] if isinstance(config, dict) else config.enabled  # TRANSITION
         return enabled is True or enabled == "auto"
 
     @classmethod
-    def unavailable(cls, config: dict[str, Any]) -> str:
+    def unavailable(cls, config: ConfigT) -> str:
         """Why a wanted source cannot collect on this host ("" when nothing is known against it),
         so `check-config` and `doctor` never claim a source runs where it would not."""
         return ""
@@ -86,15 +106,15 @@ class Source:
         pointed at (e.g. the gNMI targets_file). Sources whose settings changed are restarted."""
 
 
-class PollingSource(Source):
+class PollingSource(Source[PollingConfigT]):
     """Calls `collect()` every interval and publishes what it returns."""
 
     timeout_fraction: ClassVar[float] = 0.9  # a collection may take at most this share of the interval
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: PollingConfigT, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        # Every polling source declares `interval` with no default: none set means the daemon's.
-        self.interval: float = config["interval"] or ctx.interval
+        self.interval: float = (config["interval"] if isinstance(config, dict)  # TRANSITION
+                                else config.interval) or ctx.interval
         self._known_targets: set[str] = set()
 
     @property

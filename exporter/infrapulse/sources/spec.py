@@ -12,6 +12,7 @@ read by those layers, and a source never imports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .. import catalog
 from .base import Source
@@ -19,7 +20,7 @@ from .base import Source
 
 @dataclass(frozen=True)
 class SourceSpec:
-    source: type[Source]
+    source: type[Source[Any]]
     # Health signal modules (infrapulse.health.signals.<name>) with the signals that read it.
     signals: tuple[str, ...] = ()
     # Its `doctor` probe, "module:function" under infrapulse.doctor ("" = the generic one for a

@@ -30,7 +30,7 @@ HOUSEKEEPING_SECONDS = 1.0
 SHARD_TARGET = "#shard"
 
 
-class GnmiSource(Source):
+class GnmiSource(Source[Any]):
     name = "gnmi"
     role = "fabric"
     CONFIG = CONFIG

@@ -327,7 +327,7 @@ class DcgmMapper:
             self.on_foreign_host(host)
 
 
-class DcgmSource(PollingSource):
+class DcgmSource(PollingSource[Any]):
     name = "dcgm"
     role = "node"
     CONFIG = Section(

@@ -40,7 +40,7 @@ TARGET = "nvml"
 OPEN_FAKE_KEY = "nvml.open_fake"
 
 
-class NvmlSource(PollingSource):
+class NvmlSource(PollingSource[Any]):
     name = "nvml"
     role = "node"
     CONFIG = Section(

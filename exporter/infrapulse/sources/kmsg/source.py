@@ -27,7 +27,7 @@ DEFAULT_PATH = "/dev/kmsg"
 DEFAULT_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-class KmsgSource(PollingSource):
+class KmsgSource(PollingSource[Any]):
     name = F.SRC
     role = "node"
     CONFIG = Section(

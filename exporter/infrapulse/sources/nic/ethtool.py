@@ -314,7 +314,7 @@ class EthtoolCollector:
             self._plans.clear()
 
 
-class EthtoolSource(PollingSource):
+class EthtoolSource(PollingSource[Any]):
     name = SRC
     role = "node"
     CONFIG = Section(

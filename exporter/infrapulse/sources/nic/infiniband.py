@@ -603,7 +603,7 @@ def _sysfs_has_infiniband(config: dict[str, Any]) -> bool:
     return (Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
 
 
-class InfinibandSource(PollingSource):
+class InfinibandSource(PollingSource[Any]):
     name = SRC
     role = "node"
     CONFIG = Section(

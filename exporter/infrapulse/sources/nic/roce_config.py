@@ -486,7 +486,7 @@ def expected_from_config(section: dict[str, Any]) -> Expected:
                     dict(section["cc_parameters"] or {}), section["trust"] or "")
 
 
-class RoceConfigSource(PollingSource):
+class RoceConfigSource(PollingSource[Any]):
     name = SRC
     role = "node"
     CONFIG = Section(

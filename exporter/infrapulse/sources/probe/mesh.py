@@ -41,7 +41,7 @@ TARGET = "mesh"
 RESOLVE_KEY = "mesh.resolve"  # SourceContext.options: async (name) -> [ip, ...], for tests
 
 
-class MeshSource(Source):
+class MeshSource(Source[Any]):
     """The coordinator: refresh (local sockets, candidate peers, the probe plan) and publication
     on the source's interval, with the prober (mesh_prober) running beside it as its own task."""
 

@@ -43,7 +43,7 @@ from .versions import read_versions
 STATE_TARGET = "state"
 
 
-class ProbeSource(Source):
+class ProbeSource(Source[Any]):
     name = "probe"
     role = "node"
     CONFIG = CONFIG

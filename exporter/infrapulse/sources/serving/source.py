@@ -202,7 +202,7 @@ HISTORY_DEPRECATED = ("deprecated and ignored: the health service keeps the TTFT
                       "health.window needs; remove the key")
 
 
-class ServingSource(Source):
+class ServingSource(Source[Any]):
     name: ClassVar[str] = "serving"
     CONFIG: ClassVar[Section] = Section(
         doc="LLM serving engines (vLLM, SGLang, TensorRT-LLM via Triton or trtllm-serve, TGI): scraped, "

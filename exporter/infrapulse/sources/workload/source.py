@@ -53,7 +53,7 @@ ENDPOINT = Section(
 )
 
 
-class WorkloadSource(PollingSource):
+class WorkloadSource(PollingSource[Any]):
     name = F.SRC
     role = "node"
     CONFIG = Section(
