@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -141,11 +142,16 @@ async def running_daemon(config_text: str, config_path: Path | None = None, host
         # The host's kernel log publishes whenever this machine logs something (enabled: auto reads
         # /dev/kmsg): a test daemon reads it only when its config says so.
         cfg.sources["kmsg"]["enabled"] = False
-    daemon = Daemon(cfg, config_path=str(config_path) if config_path else None,
-                    listen_override=f"127.0.0.1:{free_port()}", hostname=hostname, web_security=web_security,
-                    source_options=source_options(cfg))
-    await daemon.start()
-    try:
-        yield daemon
-    finally:
-        await daemon.stop()
+    with contextlib.ExitStack() as cleanup:
+        if "state_dir" not in config_text:
+            # Never the host's /var/lib/infrapulse: what one test's daemon keeps (inspections, the
+            # kmsg cursor) must not reach another's, nor a parallel worker's.
+            cfg.state_dir = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="infrapulse-state-"))
+        daemon = Daemon(cfg, config_path=str(config_path) if config_path else None,
+                        listen_override=f"127.0.0.1:{free_port()}", hostname=hostname,
+                        web_security=web_security, source_options=source_options(cfg))
+        await daemon.start()
+        try:
+            yield daemon
+        finally:
+            await daemon.stop()

@@ -375,8 +375,14 @@ def setting(decl: Field) -> Any:
 
 
 def entries(cls: type[Any]) -> dict[str, Field]:
-    """The schema entry of each field of a settings class declared with `setting()`."""
-    return {f.name: f.metadata[_SCHEMA] for f in dataclasses.fields(cls) if _SCHEMA in f.metadata}
+    """The schema entry of each field of a settings class declared with `setting()`, in key order:
+    the inherited fields the class does not redeclare, then those of its own body as it lists
+    them (a source redeclaring `enabled` and `interval` puts them where its docs want them; the
+    dataclass keeps base fields first, which only matters to positional arguments: there are none)."""
+    own = list(cls.__dict__.get("__annotations__", {}))
+    fields = {f.name: f for f in dataclasses.fields(cls) if _SCHEMA in f.metadata}
+    order = [name for name in fields if name not in own] + [name for name in own if name in fields]
+    return {name: fields[name].metadata[_SCHEMA] for name in order}
 
 
 def settings(doc: str = "", *, check: Callable[[dict[str, Any], str], None] | None = None,
