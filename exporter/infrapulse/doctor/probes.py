@@ -31,7 +31,7 @@ from ..sources.gnmi.channel import open_channel, read_credentials
 from ..sources.gnmi.config import TargetsFileError, merge_target, read_targets_file
 from ..sources.gnmi.profile import Profile, ProfileError, load_profiles
 from ..sources.gnmi.session import SessionError, choose_encoding, classify
-from ..sources.gpu.nvml import OPEN_FAKE_KEY
+from ..sources.gpu.nvml import OPEN_FAKE_KEY, NvmlSettings
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
 from ..sources.nic.ethtool import EthtoolSettings
 from ..sources.nic.infiniband import InfinibandSettings
@@ -139,21 +139,21 @@ async def probe_polling(name: str, cls: type[PollingSource[Any]], cfg: Config,
 
 # -- NVML -----------------------------------------------------------------------------------------
 
-def probe_nvml(section: dict[str, Any], options: SourceOptions) -> list[Check]:
+def probe_nvml(section: NvmlSettings, options: SourceOptions) -> list[Check]:
     api: NvmlApi
-    if section["fake"]:
+    if section.fake:
         opener = options.get(OPEN_FAKE_KEY)
         if opener is None:
             return [Check("nvml", "nvml", FAIL, "sources.nvml.fake is set but no NVML fake was given")]
-        api = opener(section["fake"])
-        fake = f" (NVML fake: {section['fake']})"
+        api = opener(section.fake)
+        fake = f" (NVML fake: {section.fake})"
     else:
         api = RealNvml()
         fake = ""
     try:
         api.init()
     except InitError as exc:
-        result = WARN if section["enabled"] == "auto" and exc.reason == "no_nvml" else FAIL
+        result = WARN if section.enabled == "auto" and exc.reason == "no_nvml" else FAIL
         off = "; enabled: auto leaves the source off" if result == WARN else ""
         return [Check("nvml", "nvml", result, f"{exc.reason}: NVML does not load here ({exc.message}){off}")]
     try:
