@@ -140,7 +140,7 @@ async def running_daemon(config_text: str, config_path: Path | None = None, host
     if "kmsg" not in config_text:
         # The host's kernel log publishes whenever this machine logs something (enabled: auto reads
         # /dev/kmsg): a test daemon reads it only when its config says so.
-        cfg.sources["kmsg"]["enabled"] = False
+        cfg.sources["kmsg"].enabled = False
     daemon = Daemon(cfg, config_path=str(config_path) if config_path else None,
                     listen_override=f"127.0.0.1:{free_port()}", hostname=hostname, web_security=web_security,
                     source_options=source_options(cfg))
