@@ -141,7 +141,7 @@ async def running_daemon(config_text: str, config_path: Path | None = None, host
     if "kmsg" not in config_text:
         # The host's kernel log publishes whenever this machine logs something (enabled: auto reads
         # /dev/kmsg): a test daemon reads it only when its config says so.
-        cfg.sources["kmsg"]["enabled"] = False
+        cfg.sources["kmsg"].enabled = False
     with contextlib.ExitStack() as cleanup:
         if "state_dir" not in config_text:
             # Never the host's /var/lib/infrapulse: what one test's daemon keeps (inspections, the

@@ -124,7 +124,7 @@ def test_duplicate_keys_are_errors_with_both_lines(tmp_path):
 def test_merge_keys_may_be_overridden_without_a_duplicate_error():
     cfg = config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
                                "    sysfs_root: /b\n")
-    assert cfg.sources["ethtool"]["sysfs_root"] == "/b"
+    assert cfg.sources["ethtool"].sysfs_root == "/b"
     with pytest.raises(config_mod.ConfigError) as err:
         config_mod.load_text("sources:\n  infiniband: &ib {sysfs_root: /a}\n  ethtool:\n    <<: *ib\n"
                              "    sysfs_root: /b\n    sysfs_root: /c\n")

@@ -286,8 +286,8 @@ def test_node_daemonset_reads_host_sys_read_only_with_gpu_access(tmp_path: Path)
     assert mount["readOnly"] is True
     cfg = _embedded_config("infrapulse-node", _mount_of(ds, "config"), tmp_path)
     assert cfg.role == "node"
-    assert cfg.sources["infiniband"]["sysfs_root"] == mount["mountPath"]
-    assert cfg.sources["ethtool"]["sysfs_root"] == mount["mountPath"]
+    assert cfg.sources["infiniband"].sysfs_root == mount["mountPath"]
+    assert cfg.sources["ethtool"].sysfs_root == mount["mountPath"]
     assert _container(ds)["args"][-1].startswith(_mount_of(ds, "config"))
 
 

@@ -166,7 +166,7 @@ def test_not_permitted_is_a_partial_error_and_no_module_is_not(tmp_path):
 def test_auto_without_cap_net_admin_is_off_and_says_so(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(ethtool_mod, "has_net_admin", lambda: False)
     cfg = EthtoolSource.CONFIG.validate({"interfaces": ["lo"]}, "sources.ethtool")
-    assert cfg["module_dom"] == "auto"
+    assert cfg.module_dom == "auto"
     with caplog.at_level("INFO", logger="infrapulse.sources.ethtool"):
         source = EthtoolSource(cfg, SourceContext(store=Store(), interval=5.0))
     assert source.collector.module_read is None

@@ -114,7 +114,7 @@ def test_probe_variant_patches_validate_and_configure_the_probe_source():
     cfg = node_config(configmap)
     probe = cfg.sources["probe"]
     assert probe["enabled"] and cfg.state_dir == mounts["state"]
-    assert probe["versions"]["sysfs_root"] == mounts["sys"] == cfg.sources["infiniband"]["sysfs_root"]
+    assert probe["versions"]["sysfs_root"] == mounts["sys"] == cfg.sources["infiniband"].sysfs_root
     assert probe["versions"]["nccl_library"].startswith(mounts["probe-tools"] + "/")
     assert probe["inbox"]["dir"].startswith(mounts["state"] + "/")
 

@@ -144,7 +144,7 @@ async def test_dcgm_budget_caps_the_mapped_gpus_and_reports_partial() -> None:
     assert result.snapshot is not None and len(result.snapshot) == 100
     assert result.partial_errors == [f"series budget: {total - 100} series past max_series=100 dropped"]
     assert store.status_of("dcgm", "dcgm").series_dropped == total - 100
-    assert DcgmSource.CONFIG.validate({}, "sources.dcgm")["max_series"] == 20_000
+    assert DcgmSource.CONFIG.validate({}, "sources.dcgm").max_series == 20_000
 
 
 # -- the fabric collectors' shard ------------------------------------------------------------------

@@ -252,9 +252,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def source_options(cfg: Config) -> dict[str, Any]:
     """What the daemon injects into sources (SourceContext.options) for this config: the NVML
     fake only when the documented testing key `sources.nvml.fake` asks for it."""
-    from .sources.gpu.nvml import OPEN_FAKE_KEY
+    from .sources.gpu.nvml import OPEN_FAKE_KEY, NvmlSettings
 
-    if not cfg.sources["nvml"]["fake"]:
+    nvml: NvmlSettings = cfg.sources["nvml"]
+    if not nvml.fake:
         return {}
     return {OPEN_FAKE_KEY: _simulate("nvml_fake").open_fake}
 

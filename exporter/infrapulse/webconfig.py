@@ -26,9 +26,9 @@ import os
 import re
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 import bcrypt
 import yaml
@@ -36,7 +36,7 @@ from aiohttp import web
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from .schema import MapOf, SchemaError, Section, Str
+from .schema import MapOf, SchemaError, Settings, Str, setting, settings
 
 log = logging.getLogger("infrapulse.web")
 
@@ -45,19 +45,46 @@ CLIENT_AUTH_TYPES = ("NoClientCert", "RequestClientCert", "RequireAnyClientCert"
 TLS_VERSIONS = {"TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
                 "TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 
-SCHEMA = Section(fields={
-    "tls_server_config": Section(fields={
-        "cert_file": Str("Server certificate (PEM).", required=True),
-        "key_file": Str("Server private key (PEM).", required=True),
-        "client_auth_type": Str("Client certificate policy, as in exporter-toolkit.", default="NoClientCert",
-                                choices=CLIENT_AUTH_TYPES),
-        "client_ca_file": Str("CA bundle that client certificates must chain to.", default=""),
-        "min_version": Str("Oldest TLS version accepted.", default="TLS12", choices=tuple(TLS_VERSIONS)),
-        "max_version": Str("Newest TLS version accepted.", default="TLS13", choices=tuple(TLS_VERSIONS)),
-    }, default=None),
-    "basic_auth_users": MapOf("User name -> bcrypt hash of the password.", value=Str()),
-    "http_server_config": Section(fields={}),  # accepted for compatibility; nothing to set here
-})
+
+@settings()
+@dataclass(kw_only=True, slots=True)
+class TlsServerSettings(Settings):
+    """tls_server_config as SCHEMA validates it (defaults filled in); `load` resolves the file
+    names against the web config file's directory."""
+
+    cert_file: str = setting(Str("Server certificate (PEM).", required=True))
+    key_file: str = setting(Str("Server private key (PEM).", required=True))
+    client_auth_type: str = setting(Str("Client certificate policy, as in exporter-toolkit.",
+                                        default="NoClientCert", choices=CLIENT_AUTH_TYPES))
+    client_ca_file: str = setting(Str("CA bundle that client certificates must chain to.", default=""))
+    min_version: str = setting(Str("Oldest TLS version accepted.", default="TLS12",
+                                   choices=tuple(TLS_VERSIONS)))
+    max_version: str = setting(Str("Newest TLS version accepted.", default="TLS13",
+                                   choices=tuple(TLS_VERSIONS)))
+
+    def files(self) -> list[str]:
+        """The files it names (certificate, key, client CA where set)."""
+        return [f for f in (self.cert_file, self.key_file, self.client_ca_file) if f]
+
+
+@settings()
+@dataclass(kw_only=True, slots=True)
+class HttpServerSettings(Settings):
+    """http_server_config: accepted for compatibility; nothing to set here."""
+
+
+@settings()
+@dataclass(kw_only=True, slots=True)
+class WebConfigSettings(Settings):
+    """The whole web config file."""
+
+    tls_server_config: TlsServerSettings | None = setting(TlsServerSettings.SCHEMA)
+    basic_auth_users: dict[str, str] = setting(MapOf("User name -> bcrypt hash of the password.",
+                                                     value=Str()))
+    http_server_config: HttpServerSettings = setting(HttpServerSettings.SCHEMA)
+
+
+SCHEMA = WebConfigSettings.SCHEMA
 
 
 # Request key: the basic auth user the middleware admitted (absent without basic_auth_users), for
@@ -70,22 +97,6 @@ except AttributeError:  # aiohttp before 3.12 has no typed request keys
 
 class WebConfigError(Exception):
     pass
-
-
-class TlsServerConfig(TypedDict):
-    """tls_server_config as SCHEMA validates it (every key present; defaults filled in), with
-    the file names resolved against the web config file's directory."""
-
-    cert_file: str
-    key_file: str
-    client_auth_type: str
-    client_ca_file: str
-    min_version: str
-    max_version: str
-
-
-TlsFileKey = Literal["cert_file", "key_file", "client_ca_file"]  # the keys that name a file
-TLS_FILE_KEYS: tuple[TlsFileKey, ...] = ("cert_file", "key_file", "client_ca_file")
 
 
 # bcrypt reads only the first 72 bytes of a password: bcrypt 4 ignores the rest (so a longer
@@ -121,7 +132,7 @@ def check_password(password: bytes, hashed: bytes) -> bool:
 @dataclass
 class WebConfig:
     path: Path
-    tls: TlsServerConfig | None = None
+    tls: TlsServerSettings | None = None
     users: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -138,22 +149,22 @@ def load(path: str | Path) -> WebConfig:
     except RecursionError:  # PyYAML composes recursively: "[[[[..." deeper than the stack
         raise WebConfigError(f"{path}: invalid YAML: nested too deeply") from None
     try:
-        doc = SCHEMA.validate(data, "")
+        doc: WebConfigSettings = SCHEMA.validate(data, "")
     except SchemaError as exc:
         raise WebConfigError(f"{path}: {exc}") from None
-    tls: TlsServerConfig | None = None
-    if data.get("tls_server_config"):
-        tls = doc["tls_server_config"]
-        base = path.parent
-        for key in TLS_FILE_KEYS:
-            if tls[key]:
-                tls[key] = str(base / tls[key])
-        needs_ca = tls["client_auth_type"] in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
-        if needs_ca and not tls["client_ca_file"]:
+    tls = doc.tls_server_config
+    if tls is not None:
+        def resolved(file: str) -> str:
+            return str(path.parent / file) if file else file
+
+        tls = replace(tls, cert_file=resolved(tls.cert_file), key_file=resolved(tls.key_file),
+                      client_ca_file=resolved(tls.client_ca_file))
+        needs_ca = tls.client_auth_type in ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
+        if needs_ca and not tls.client_ca_file:
             raise WebConfigError(f"{path}: tls_server_config.client_ca_file: "
-                                 f"required for {tls['client_auth_type']}")
+                                 f"required for {tls.client_auth_type}")
     users: dict[str, bytes] = {}
-    for user, hashed in doc["basic_auth_users"].items():
+    for user, hashed in doc.basic_auth_users.items():
         if not BCRYPT_HASH.fullmatch(hashed):
             raise WebConfigError(f"{path}: basic_auth_users.{user}: expected a bcrypt hash "
                                  "($2b$<cost 04-31>$<53 characters>, e.g. from htpasswd -nBC 12)")
@@ -161,56 +172,57 @@ def load(path: str | Path) -> WebConfig:
     return WebConfig(path=path, tls=tls, users=users)
 
 
-def _tls_file(path: Path, tls: TlsServerConfig, key: TlsFileKey) -> bytes:
+def _tls_file(path: Path, key: str, file: str) -> bytes:
+    """The bytes of `file`, the value of tls_server_config's `key`; an error names both."""
     try:
-        return Path(tls[key]).read_bytes()
+        return Path(file).read_bytes()
     except OSError as exc:
-        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: {exc.strerror or exc}") from None
+        raise WebConfigError(f"{path}: tls_server_config.{key}: {file}: {exc.strerror or exc}") from None
 
 
-def _check_certificates(path: Path, tls: TlsServerConfig, key: TlsFileKey) -> None:
+def _check_certificates(path: Path, key: str, file: str) -> None:
     """Fail naming `key` and its file unless the file holds at least one PEM certificate."""
-    text = _tls_file(path, tls, key).decode("ascii", "replace")
+    text = _tls_file(path, key, file).decode("ascii", "replace")
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cadata=text)
     except (ssl.SSLError, ValueError):
-        raise WebConfigError(f"{path}: tls_server_config.{key}: {tls[key]}: "
+        raise WebConfigError(f"{path}: tls_server_config.{key}: {file}: "
                              "no PEM certificate in it") from None
 
 
-def _load_certificates(ctx: ssl.SSLContext, tls: TlsServerConfig, path: Path) -> None:
+def _load_certificates(ctx: ssl.SSLContext, tls: TlsServerSettings, path: Path) -> None:
     """Load the server's certificate and key (and the client CA) into `ctx`; an error names the
     key and the file it is about, not just OpenSSL's reason."""
-    _check_certificates(path, tls, "cert_file")
+    _check_certificates(path, "cert_file", tls.cert_file)
     try:
-        serialization.load_pem_private_key(_tls_file(path, tls, "key_file"), password=None)
+        serialization.load_pem_private_key(_tls_file(path, "key_file", tls.key_file), password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
-        raise WebConfigError(f"{path}: tls_server_config.key_file: {tls['key_file']}: "
+        raise WebConfigError(f"{path}: tls_server_config.key_file: {tls.key_file}: "
                              "not an unencrypted PEM private key") from None
     try:
-        ctx.load_cert_chain(tls["cert_file"], tls["key_file"])
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
     except ssl.SSLError as exc:
         why = "the key does not match the certificate" if exc.reason == "KEY_VALUES_MISMATCH" else str(exc)
-        raise WebConfigError(f"{path}: tls_server_config: key_file {tls['key_file']} with cert_file "
-                             f"{tls['cert_file']}: {why}") from None
+        raise WebConfigError(f"{path}: tls_server_config: key_file {tls.key_file} with cert_file "
+                             f"{tls.cert_file}: {why}") from None
     except OSError as exc:  # the file vanished since it was read above
-        raise WebConfigError(f"{path}: tls_server_config.cert_file: {tls['cert_file']}: "
+        raise WebConfigError(f"{path}: tls_server_config.cert_file: {tls.cert_file}: "
                              f"{exc.strerror or exc}") from None
-    if tls["client_ca_file"]:
-        _check_certificates(path, tls, "client_ca_file")
-        ctx.load_verify_locations(tls["client_ca_file"])
+    if tls.client_ca_file:
+        _check_certificates(path, "client_ca_file", tls.client_ca_file)
+        ctx.load_verify_locations(tls.client_ca_file)
 
 
-def _configure_context(ctx: ssl.SSLContext, tls: TlsServerConfig, path: Path) -> None:
+def _configure_context(ctx: ssl.SSLContext, tls: TlsServerSettings, path: Path) -> None:
     _load_certificates(ctx, tls, path)
-    ctx.minimum_version = TLS_VERSIONS[tls["min_version"]]
-    ctx.maximum_version = TLS_VERSIONS[tls["max_version"]]
+    ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+    ctx.maximum_version = TLS_VERSIONS[tls.max_version]
     # Python cannot request a client certificate without verifying it, so "Request" and
     # "RequireAny" verify against the CA when one is given; without one they do not ask.
-    mode = tls["client_auth_type"]
-    if mode == "RequireAndVerifyClientCert" or (mode == "RequireAnyClientCert" and tls["client_ca_file"]):
+    mode = tls.client_auth_type
+    if mode == "RequireAndVerifyClientCert" or (mode == "RequireAnyClientCert" and tls.client_ca_file):
         ctx.verify_mode = ssl.CERT_REQUIRED
-    elif mode in ("VerifyClientCertIfGiven", "RequestClientCert") and tls["client_ca_file"]:
+    elif mode in ("VerifyClientCertIfGiven", "RequestClientCert") and tls.client_ca_file:
         ctx.verify_mode = ssl.CERT_OPTIONAL
     else:
         ctx.verify_mode = ssl.CERT_NONE
@@ -234,8 +246,7 @@ class WebSecurity:
         """(mtime, size) of the config and each TLS file; None for a file that cannot be read."""
         paths = [self.config.path]
         if self.config.tls:
-            paths += [Path(self.config.tls[k]) for k in ("cert_file", "key_file", "client_ca_file")
-                      if self.config.tls[k]]
+            paths += [Path(f) for f in self.config.tls.files()]
         out: list[tuple[int, int] | None] = []
         for p in paths:
             try:

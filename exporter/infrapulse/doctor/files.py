@@ -9,6 +9,7 @@ environment variable. Sections of disabled sources are skipped: their files do n
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,13 +29,16 @@ SKIP_KEYS = ("fake", "stats_dir", "sim_dir")
 
 
 def references(value: Any, path: str = "") -> Iterator[tuple[str, str, str]]:
-    """(key path, key, value) for every non-empty file, directory or env-var key under `value`."""
+    """(key path, key, value) for every non-empty file, directory or env-var key under `value`
+    (a settings class is walked like the mapping it was validated from)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
         for key, item in value.items():
             sub = f"{path}.{key}" if path else str(key)
             if isinstance(item, str) and item and _kind(str(key)):
                 yield sub, str(key), item
-            elif isinstance(item, (Mapping, list)):
+            elif isinstance(item, (Mapping, list)) or dataclasses.is_dataclass(item):
                 yield from references(item, sub)
     elif isinstance(value, list):
         for i, item in enumerate(value):

@@ -25,14 +25,17 @@ from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 from ..config import Config
 from ..scrape import redact_url
 from ..sources import specs
-from ..sources.base import PollingSource, Source, SourceContext
+from ..sources.base import PollingSource, Source, SourceContext, SourceSettings
 from ..sources.gnmi import shard as shard_mod
 from ..sources.gnmi.channel import open_channel, read_credentials
 from ..sources.gnmi.config import TargetsFileError, merge_target, read_targets_file
 from ..sources.gnmi.profile import Profile, ProfileError, load_profiles
 from ..sources.gnmi.session import SessionError, choose_encoding, classify
-from ..sources.gpu.nvml import OPEN_FAKE_KEY
+from ..sources.gpu.nvml import OPEN_FAKE_KEY, NvmlSettings
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
+from ..sources.nic.ethtool import EthtoolSettings
+from ..sources.nic.infiniband import InfinibandSettings
+from ..sources.nic.roce_config import RoceConfigSettings
 from ..sources.serving.source import Endpoint, ServingSource
 from ..sources.spec import SourceSpec
 from ..store import Store
@@ -136,21 +139,21 @@ async def probe_polling(name: str, cls: type[PollingSource[Any]], cfg: Config,
 
 # -- NVML -----------------------------------------------------------------------------------------
 
-def probe_nvml(section: dict[str, Any], options: SourceOptions) -> list[Check]:
+def probe_nvml(section: NvmlSettings, options: SourceOptions) -> list[Check]:
     api: NvmlApi
-    if section["fake"]:
+    if section.fake:
         opener = options.get(OPEN_FAKE_KEY)
         if opener is None:
             return [Check("nvml", "nvml", FAIL, "sources.nvml.fake is set but no NVML fake was given")]
-        api = opener(section["fake"])
-        fake = f" (NVML fake: {section['fake']})"
+        api = opener(section.fake)
+        fake = f" (NVML fake: {section.fake})"
     else:
         api = RealNvml()
         fake = ""
     try:
         api.init()
     except InitError as exc:
-        result = WARN if section["enabled"] == "auto" and exc.reason == "no_nvml" else FAIL
+        result = WARN if section.enabled == "auto" and exc.reason == "no_nvml" else FAIL
         off = "; enabled: auto leaves the source off" if result == WARN else ""
         return [Check("nvml", "nvml", result, f"{exc.reason}: NVML does not load here ({exc.message}){off}")]
     try:
@@ -289,8 +292,10 @@ async def probe_serving(cfg: Config) -> list[Check]:
 
 # -- all ------------------------------------------------------------------------------------------
 
-def skip_reason(section: dict[str, Any]) -> str:
+def skip_reason(section: Any) -> str:
     """Why a source does not run with this config, in its own terms."""
+    if isinstance(section, SourceSettings):  # TRANSITION: the sections still dicts take the path below
+        return _skip_reason(section)
     if section.get("enabled") is False:
         return "disabled (enabled: false)"
     if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
@@ -303,6 +308,14 @@ def skip_reason(section: dict[str, Any]) -> str:
     if "sysfs_root" in section:
         root = section["sysfs_root"]
         return f"enabled: auto and {root}/class/infiniband does not exist (no RDMA device here)"
+    return "enabled: auto and not detected on this host"
+
+
+def _skip_reason(section: SourceSettings) -> str:
+    if section.enabled is False:
+        return "disabled (enabled: false)"
+    if isinstance(section, (InfinibandSettings, EthtoolSettings, RoceConfigSettings)):
+        return f"enabled: auto and {section.sysfs_root}/class/infiniband does not exist (no RDMA device here)"
     return "enabled: auto and not detected on this host"
 
 
@@ -357,7 +370,8 @@ async def probe_all(cfg: Config, options: SourceOptions, hostname: str) -> list[
             continue
         why = spec.source.unavailable(section)
         if why:  # check-config says the same: "<NOT_ON_THIS_HOST>: <name> (<why>)"
-            result = WARN if section.get("enabled") == "auto" else FAIL
+            enabled = section["enabled"] if isinstance(section, dict) else section.enabled  # TRANSITION
+            result = WARN if enabled == "auto" else FAIL
             checks.append(Check(name, "-", result, f"{NOT_ON_THIS_HOST}: {why}"))
             continue
         probe = probe_of(spec)

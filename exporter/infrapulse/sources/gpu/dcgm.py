@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ... import catalog
-from ...schema import Bool, Duration, Int, ListOf, Section, Str
+from ...schema import Bool, Duration, Int, ListOf, Section, Str, setting, settings
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Snapshot
 from ...textparse import MetricFamily
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from ..budget import SeriesBudget
 from . import families as fam
 
@@ -327,40 +326,53 @@ class DcgmMapper:
             self.on_foreign_host(host)
 
 
-class DcgmSource(PollingSource[Any]):
+@settings("Read a dcgm-exporter /metrics endpoint and map DCGM_FI_* fields into the infrapulse_gpu_* "
+          "families (units converted, DCGM no-data sentinels dropped).")
+@dataclass(kw_only=True, slots=True)
+class DcgmSettings(PollingSettings):
+    enabled: bool = setting(Bool("Scrape dcgm-exporter.", default=False))
+    url: str = setting(Str("dcgm-exporter's metrics URL.", default="http://127.0.0.1:9400/metrics"))
+    interval: float | None = setting(Duration("Scrape interval; defaults to the global interval.", min=0.1))
+    timeout: float = setting(Duration("HTTP timeout of one scrape (capped below the interval).", default="4s",
+                                      min=0.05))
+    max_bytes: int = setting(Int("Largest response body accepted.", default=16 << 20, min=1024))
+    ca_file: str = setting(Str("CA bundle for an https url (dcgm-exporter --web-config-file TLS).",
+                               default=""))
+    bearer_token_file: str = setting(Str("File holding a bearer token sent with each scrape (re-read on "
+                                         "change).", default=""))
+    owns: list[str] = setting(ListOf(
+        "Family-name patterns (fnmatch) taken from DCGM when the nvml source also runs on the "
+        "node; nvml leaves these out and provides every other family. When nvml is not "
+        "running (disabled, or no NVML library) dcgm provides every family it maps.",
+        item=Str(), default=list(fam.DEFAULT_DCGM_OWNS)))
+    max_series: int = setting(Int("Most series this source may export (after ownership); new series past it "
+                                  "are dropped and counted in infrapulse_source_series_dropped_total.",
+                                  default=20_000, min=1))
+
+
+def _interval_after(section: Section, key: str) -> None:
+    """Put `interval` right after `key` in `section`'s keys: a subclass of PollingSettings has it
+    second (dataclass fields keep their base class's order), the documented order is this one."""
+    keys = [k for k in section.fields if k != "interval"]
+    keys.insert(keys.index(key) + 1, "interval")
+    section.fields = {k: section.fields[k] for k in keys}
+
+
+_interval_after(DcgmSettings.SCHEMA, "url")
+
+
+class DcgmSource(PollingSource[DcgmSettings]):
     name = "dcgm"
     role = "node"
-    CONFIG = Section(
-        doc="Read a dcgm-exporter /metrics endpoint and map DCGM_FI_* fields into the infrapulse_gpu_* "
-            "families (units converted, DCGM no-data sentinels dropped).",
-        fields={
-            "enabled": Bool("Scrape dcgm-exporter.", default=False),
-            "url": Str("dcgm-exporter's metrics URL.", default="http://127.0.0.1:9400/metrics"),
-            "interval": Duration("Scrape interval; defaults to the global interval.", min=0.1),
-            "timeout": Duration("HTTP timeout of one scrape (capped below the interval).", default="4s",
-                                min=0.05),
-            "max_bytes": Int("Largest response body accepted.", default=16 << 20, min=1024),
-            "ca_file": Str("CA bundle for an https url (dcgm-exporter --web-config-file TLS).", default=""),
-            "bearer_token_file": Str("File holding a bearer token sent with each scrape (re-read on change).",
-                                     default=""),
-            "owns": ListOf(
-                "Family-name patterns (fnmatch) taken from DCGM when the nvml source also runs on the "
-                "node; nvml leaves these out and provides every other family. When nvml is not "
-                "running (disabled, or no NVML library) dcgm provides every family it maps.",
-                item=Str(), default=list(fam.DEFAULT_DCGM_OWNS)),
-            "max_series": Int("Most series this source may export (after ownership); new series past it are "
-                              "dropped and counted in infrapulse_source_series_dropped_total.",
-                              default=20_000, min=1),
-        },
-    )
+    CONFIG = DcgmSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: DcgmSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.scraper = Scraper()
         self.mapper = DcgmMapper(ctx.hostname, self._foreign_host)
         self._foreign_logged: set[str] = set()
-        self.budget = SeriesBudget(config["max_series"])
-        fam.ownership(self.store).dcgm_patterns = tuple(config["owns"])
+        self.budget = SeriesBudget(config.max_series)
+        fam.ownership(self.store).dcgm_patterns = tuple(config.owns)
 
     def _foreign_host(self, host: str) -> None:
         if host not in self._foreign_logged:
@@ -369,10 +381,10 @@ class DcgmSource(PollingSource[Any]):
                              extra={"dcgm_host": host, "this_host": self.ctx.hostname})
 
     def _target(self) -> ScrapeTarget:
-        timeout = min(self.config["timeout"], self.interval * self.timeout_fraction * 0.9)
-        return ScrapeTarget(url=self.config["url"], timeout=timeout, max_bytes=self.config["max_bytes"],
-                            ca_file=self.config["ca_file"],
-                            bearer_token_file=self.config["bearer_token_file"])
+        timeout = min(self.config.timeout, self.interval * self.timeout_fraction * 0.9)
+        return ScrapeTarget(url=self.config.url, timeout=timeout, max_bytes=self.config.max_bytes,
+                            ca_file=self.config.ca_file,
+                            bearer_token_file=self.config.bearer_token_file)
 
     async def collect(self) -> list[TargetResult]:
         # Retries (transient resets) only while they still fit in this poll's time budget.

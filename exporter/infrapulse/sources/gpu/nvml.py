@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from ...backoff import Backoff
-from ...schema import AutoBool, Bool, Duration, Int, Section, Str
+from ...schema import AutoBool, Bool, Duration, Int, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from . import families as gpu_families
 from .nvml_api import InitError, NvmlApi, RealNvml
 from .nvml_poll import GpuPoller
@@ -40,29 +40,31 @@ TARGET = "nvml"
 OPEN_FAKE_KEY = "nvml.open_fake"
 
 
-class NvmlSource(PollingSource[Any]):
+@settings("GPUs through NVML (nvidia-ml-py): utilization, memory, power, energy, temperatures, clocks "
+          "and throttle reasons, ECC, row remapping, PCIe, NVLink, MIG, XID events.")
+@dataclass(kw_only=True, slots=True)
+class NvmlSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool(
+        "auto: on when the NVML library loads; on a host without it the source logs why and "
+        "stays off (no source_up series). true: a missing library is an error "
+        "(infrapulse_source_up 0, reason no_nvml) and nvmlInit is retried. false: off."))
+    interval: float | None = setting(Duration("Poll interval; defaults to the global interval.", min=0.1))
+    xid_events: bool = setting(Bool("Watch XID errors with nvmlEventSetWait in a dedicated thread.",
+                                    default=True))
+    rescan_every: int = setting(Int("Re-enumerate the GPUs every this many polls (MIG layout changes, a GPU "
+                                    "back after a reset).", default=12, min=1))
+    fake: str = setting(Str(
+        "Testing and demo only: path to a YAML description of GPUs (format: "
+        "infrapulse/simulate/data/gpus.yaml). The data-driven NVML fake answers instead of the "
+        "real library. Empty: use the real NVML.", default=""))
+
+
+class NvmlSource(PollingSource[NvmlSettings]):
     name = "nvml"
     role = "node"
-    CONFIG = Section(
-        doc="GPUs through NVML (nvidia-ml-py): utilization, memory, power, energy, temperatures, "
-            "clocks and throttle reasons, ECC, row remapping, PCIe, NVLink, MIG, XID events.",
-        fields={
-            "enabled": AutoBool(
-                "auto: on when the NVML library loads; on a host without it the source logs why and "
-                "stays off (no source_up series). true: a missing library is an error "
-                "(infrapulse_source_up 0, reason no_nvml) and nvmlInit is retried. false: off."),
-            "interval": Duration("Poll interval; defaults to the global interval.", min=0.1),
-            "xid_events": Bool("Watch XID errors with nvmlEventSetWait in a dedicated thread.", default=True),
-            "rescan_every": Int("Re-enumerate the GPUs every this many polls (MIG layout changes, a GPU "
-                                "back after a reset).", default=12, min=1),
-            "fake": Str(
-                "Testing and demo only: path to a YAML description of GPUs (format: "
-                "infrapulse/simulate/data/gpus.yaml). The data-driven NVML fake answers instead of the "
-                "real library. Empty: use the real NVML.", default=""),
-        },
-    )
+    CONFIG = NvmlSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: NvmlSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.api: NvmlApi | None = None
         self.poller: GpuPoller | None = None
@@ -72,25 +74,25 @@ class NvmlSource(PollingSource[Any]):
         gpu_families.ownership(self.store).nvml_running = True
 
     @classmethod
-    def unavailable(cls, config: dict[str, Any]) -> str:
-        if config["fake"]:
+    def unavailable(cls, config: NvmlSettings) -> str:
+        if config.fake:
             return ""  # the daemon's CLI injects the fake
         api = RealNvml()
         try:
             api.init()
         except InitError as exc:
-            off = "; enabled: auto leaves the source off" if config["enabled"] == "auto" else ""
+            off = "; enabled: auto leaves the source off" if config.enabled == "auto" else ""
             return f"NVML does not load here ({exc.message}){off}"
         api.shutdown()
         return ""
 
     def _make_api(self) -> NvmlApi:
-        if self.config["fake"]:
+        if self.config.fake:
             # The fake lives in simulate/; the CLI or the demo injects its opener (OPEN_FAKE_KEY).
             open_fake: Callable[[str], NvmlApi] | None = self.ctx.options.get(OPEN_FAKE_KEY)
             if open_fake is None:
                 raise InitError("no_fake", "sources.nvml.fake is set, but this daemon was given no NVML fake")
-            return open_fake(self.config["fake"])
+            return open_fake(self.config.fake)
         return RealNvml()
 
     async def run(self) -> None:
@@ -101,7 +103,7 @@ class NvmlSource(PollingSource[Any]):
                 await asyncio.to_thread(self._start)
                 break
             except InitError as exc:
-                if exc.reason == "no_nvml" and self.config["enabled"] == "auto":
+                if exc.reason == "no_nvml" and self.config.enabled == "auto":
                     self.log.info("NVML library not available; nvml source off on this host (enabled: auto)",
                                   extra={"reason": exc.reason, "detail": exc.message})
                     gpu_families.ownership(self.store).nvml_running = False
@@ -123,9 +125,9 @@ class NvmlSource(PollingSource[Any]):
         api = self._make_api()
         api.init()
         self.api = api
-        self.poller = poller = GpuPoller(api, self.log, rescan_every=self.config["rescan_every"])
+        self.poller = poller = GpuPoller(api, self.log, rescan_every=self.config.rescan_every)
         poller.enumerate()
-        if self.config["xid_events"]:
+        if self.config.xid_events:
             self.watcher = watcher = XidWatcher(api, self.log)
             _watch(watcher, poller)
 

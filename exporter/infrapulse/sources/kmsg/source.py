@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from ...schema import AutoBool, Duration, Int, Section, Str
+from ...schema import AutoBool, Duration, Int, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from . import families as F
 from .classify import Event, classify
 from .reader import KmsgReader, Unreadable
@@ -27,29 +27,30 @@ DEFAULT_PATH = "/dev/kmsg"
 DEFAULT_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
-class KmsgSource(PollingSource[Any]):
+@settings("The kernel log: NVRM Xid / fallen off the bus, NVSwitch SXid, mlx5 health, command and TX "
+          "timeouts, link and module events, PCIe AER, bnxt errors, counted per PCI function "
+          "(docs/kmsg.md).")
+@dataclass(kw_only=True, slots=True)
+class KmsgSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool("auto: on when `path` exists."))
+    interval: float = setting(Duration("How often new records are read.", default="5s", min=0.05))
+    path: str = setting(Str("The kernel log: /dev/kmsg, or (testing, the demo) a file or FIFO of raw "
+                            "records or dmesg/journal lines, followed as it grows.", default=DEFAULT_PATH))
+    boot_id_path: str = setting(Str("Names this boot, so a cursor from an earlier boot is not trusted "
+                                    "(\"\" = not read).", default=DEFAULT_BOOT_ID))
+    max_records_per_cycle: int = setting(Int("Most records read per pass; the rest wait for the next one.",
+                                             default=10000, min=1))
+
+
+class KmsgSource(PollingSource[KmsgSettings]):
     name = F.SRC
     role = "node"
-    CONFIG = Section(
-        doc="The kernel log: NVRM Xid / fallen off the bus, NVSwitch SXid, mlx5 health, command and TX "
-            "timeouts, link and module events, PCIe AER, bnxt errors, counted per PCI function "
-            "(docs/kmsg.md).",
-        fields={
-            "enabled": AutoBool("auto: on when `path` exists."),
-            "interval": Duration("How often new records are read.", default="5s", min=0.05),
-            "path": Str("The kernel log: /dev/kmsg, or (testing, the demo) a file or FIFO of raw "
-                        "records or dmesg/journal lines, followed as it grows.", default=DEFAULT_PATH),
-            "boot_id_path": Str("Names this boot, so a cursor from an earlier boot is not trusted "
-                                "(\"\" = not read).", default=DEFAULT_BOOT_ID),
-            "max_records_per_cycle": Int("Most records read per pass; the rest wait for the next one.",
-                                         default=10000, min=1),
-        },
-    )
+    CONFIG = KmsgSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: KmsgSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         cursor = Path(ctx.state_dir) / "kmsg" / "cursor.json" if ctx.state_dir else None
-        self.reader = KmsgReader(config["path"], cursor, _boot_id(config["boot_id_path"]))
+        self.reader = KmsgReader(config.path, cursor, _boot_id(config.boot_id_path))
         self.events: dict[Event, int] = {}
         self.last: dict[str, tuple[Event, float]] = {}
         self.records = 0
@@ -57,14 +58,14 @@ class KmsgSource(PollingSource[Any]):
         self.resets = 0
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        if config["enabled"] == "auto":
-            return os.path.exists(config["path"])
-        return config["enabled"] is True
+    def wanted(cls, config: KmsgSettings) -> bool:
+        if config.enabled == "auto":
+            return os.path.exists(config.path)
+        return config.enabled is True
 
     @classmethod
-    def unavailable(cls, config: dict[str, Any]) -> str:
-        return "" if os.path.exists(config["path"]) else f"{config['path']} does not exist"
+    def unavailable(cls, config: KmsgSettings) -> str:
+        return "" if os.path.exists(config.path) else f"{config.path} does not exist"
 
     def default_target(self) -> str:
         return TARGET
@@ -74,7 +75,7 @@ class KmsgSource(PollingSource[Any]):
 
     def collect_once(self) -> TargetResult:
         try:
-            batch = self.reader.read(self.config["max_records_per_cycle"])
+            batch = self.reader.read(self.config.max_records_per_cycle)
         except Unreadable as exc:
             self.reader.close()  # reopen next pass: the device may come back (a remount, a cap)
             return TargetResult(TARGET, reason="unreadable", message=str(exc))

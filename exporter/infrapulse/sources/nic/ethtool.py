@@ -32,11 +32,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
+from ...schema import AutoBool, Duration, ListOf, Regex, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from .ethtool_ioctl import EthtoolIoctl, InterfaceGone, StatSetChanged, StatsNotSupported
 from .ethtool_map import Plan, plan_coverage, plan_stats
 from .families import (
@@ -47,7 +47,7 @@ from .families import (
     MODULE_TX_POWER,
     STAT_COUNT,
 )
-from .infiniband import rdma_netdevs
+from .infiniband import interval_after, rdma_netdevs
 from .link_sysfs import add_to, link_coverage, read_link
 from .module_dom import Dom, NoDom, has_net_admin, parse_dom
 
@@ -314,49 +314,56 @@ class EthtoolCollector:
             self._plans.clear()
 
 
-class EthtoolSource(PollingSource[Any]):
+@settings("NIC driver statistics via the SIOCETHTOOL ioctl: per-priority PFC, ECN marks, discards, "
+          "PHY errors.")
+@dataclass(kw_only=True, slots=True)
+class EthtoolSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool(
+        "auto: on when `interfaces` or `stats_dir` is set or RDMA ports exist under "
+        "{sysfs_root}/class/infiniband; true: always; false: off."))
+    interfaces: list[str] | None = setting(ListOf(
+        item=Regex(), doc="Interfaces whose name fully matches one of these regular expressions. Default: "
+                          "the netdevs behind RDMA ports."))
+    sysfs_root: str = setting(Str("Where sysfs is mounted: RDMA ports are found under "
+                                  "{sysfs_root}/class/infiniband, interfaces under {sysfs_root}/class/net.",
+                                  default="/sys"))
+    stats_dir: str = setting(Str("Simulation and testing only: read stats from <stats_dir>/<interface>.json "
+                                 "(an object of stat name -> integer) instead of the ioctl.", default=""))
+    include_stats: list[str] | None = setting(ListOf(
+        item=Regex(), doc="Also export raw driver stats whose name fully matches one of these regexes as "
+                          "infrapulse_nic_driver_stat{stat}."))
+    interval: float | None = setting(Duration("Poll interval of this source (default: the global interval).",
+                                              min=0.05))
+    rescan_interval: float = setting(Duration("How often the interface list is resolved again.",
+                                              default="30s", min=0))
+    module_dom: bool | str = setting(AutoBool(
+        "Transceiver DOM (temperature, rx/tx power, bias per lane) from the module EEPROM, which needs "
+        "CAP_NET_ADMIN. auto: read when the daemon has CAP_NET_ADMIN, else off (coverage mapping "
+        "module_dom 0, logged once); true: read, and report each interface partial when not permitted; "
+        "false: off. Never with stats_dir."))
+    module_dom_interval: float = setting(Duration("How often the module EEPROM is read again (an I2C access "
+                                                  "per module).", default="60s", min=1))
+
+
+interval_after(EthtoolSettings.SCHEMA, "include_stats")
+
+
+class EthtoolSource(PollingSource[EthtoolSettings]):
     name = SRC
     role = "node"
-    CONFIG = Section(
-        doc="NIC driver statistics via the SIOCETHTOOL ioctl: per-priority PFC, ECN marks, discards, "
-            "PHY errors.",
-        fields={
-            "enabled": AutoBool("auto: on when `interfaces` or `stats_dir` is set or RDMA ports exist under "
-                                "{sysfs_root}/class/infiniband; true: always; false: off."),
-            "interfaces": ListOf(item=Regex(), doc="Interfaces whose name fully matches one of these regular "
-                                                   "expressions. Default: the netdevs behind RDMA ports."),
-            "sysfs_root": Str("Where sysfs is mounted: RDMA ports are found under "
-                              "{sysfs_root}/class/infiniband, interfaces under {sysfs_root}/class/net.",
-                              default="/sys"),
-            "stats_dir": Str("Simulation and testing only: read stats from <stats_dir>/<interface>.json "
-                             "(an object of stat name -> integer) instead of the ioctl.", default=""),
-            "include_stats": ListOf(item=Regex(),
-                                    doc="Also export raw driver stats whose name fully matches one of these "
-                                        "regexes as infrapulse_nic_driver_stat{stat}."),
-            "interval": Duration("Poll interval of this source (default: the global interval).", min=0.05),
-            "rescan_interval": Duration("How often the interface list is resolved again.", default="30s",
-                                        min=0),
-            "module_dom": AutoBool("Transceiver DOM (temperature, rx/tx power, bias per lane) from the "
-                                   "module EEPROM, which needs CAP_NET_ADMIN. auto: read when the daemon has "
-                                   "CAP_NET_ADMIN, else off (coverage mapping module_dom 0, logged once); "
-                                   "true: read, and report each interface partial when not permitted; "
-                                   "false: off. Never with stats_dir."),
-            "module_dom_interval": Duration("How often the module EEPROM is read again (an I2C access per "
-                                            "module).", default="60s", min=1),
-        },
-    )
+    CONFIG = EthtoolSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: EthtoolSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        root = config["sysfs_root"]
-        provider: StatsProvider = (FileStatsProvider(config["stats_dir"]) if config["stats_dir"]
+        root = config.sysfs_root
+        provider: StatsProvider = (FileStatsProvider(config.stats_dir) if config.stats_dir
                                    else IoctlStatsProvider(root))
         module_read: ModuleRead | None = None
-        if isinstance(provider, IoctlStatsProvider) and self._dom_wanted(config["module_dom"]):
+        if isinstance(provider, IoctlStatsProvider) and self._dom_wanted(config.module_dom):
             module_read = provider.ethtool.module_eeprom
-        self.collector = EthtoolCollector(provider, config["interfaces"], root, config["include_stats"],
-                                          config["rescan_interval"], module_read=module_read,
-                                          module_interval=config["module_dom_interval"])
+        self.collector = EthtoolCollector(provider, config.interfaces, root, config.include_stats,
+                                          config.rescan_interval, module_read=module_read,
+                                          module_interval=config.module_dom_interval)
 
     @staticmethod
     def _dom_wanted(setting: bool | str) -> bool:
@@ -368,11 +375,11 @@ class EthtoolSource(PollingSource[Any]):
         return setting is True
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config["enabled"]
+    def wanted(cls, config: EthtoolSettings) -> bool:
+        enabled = config.enabled
         if enabled == "auto":
-            root = Path(config["sysfs_root"])
-            return bool(config["interfaces"] or config["stats_dir"]
+            root = Path(config.sysfs_root)
+            return bool(config.interfaces or config.stats_dir
                         or (root / "class" / "infiniband").is_dir())
         return enabled is True
 

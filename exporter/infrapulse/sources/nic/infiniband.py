@@ -37,9 +37,9 @@ from typing import Any, cast
 
 from ... import catalog
 from ...pci import device_link_address
-from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str
+from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from .families import (
     CNP_HANDLED,
     CNP_IGNORED,
@@ -599,36 +599,51 @@ def _raise_fd_limit() -> bool:
     return True
 
 
-def _sysfs_has_infiniband(config: dict[str, Any]) -> bool:
-    return (Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
+def _sysfs_has_infiniband(config: InfinibandSettings) -> bool:
+    return (Path(config.sysfs_root) / "class" / "infiniband").is_dir()
 
 
-class InfinibandSource(PollingSource[Any]):
+def interval_after(section: Section, key: str) -> None:
+    """Put `interval` right after `key` in `section`'s keys: a subclass of PollingSettings has it
+    second (dataclass fields keep their base class's order), the documented order is this one."""
+    keys = [k for k in section.fields if k != "interval"]
+    keys.insert(keys.index(key) + 1, "interval")
+    section.fields = {k: section.fields[k] for k in keys}
+
+
+@settings("RDMA devices and ports from /sys/class/infiniband (PMA counters/, hw_counters/, port state).")
+@dataclass(kw_only=True, slots=True)
+class InfinibandSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool(
+        "auto: on when {sysfs_root}/class/infiniband exists; true: always (reports source_up 0 when "
+        "there is nothing to read); false: off."))
+    sysfs_root: str = setting(Str("Where sysfs is mounted (a container with the host's /sys at /host/sys "
+                                  "sets that here).", default="/sys"))
+    devices: list[str] | None = setting(ListOf(
+        item=Regex(), doc="Only devices whose name fully matches one of these regular expressions (e.g. "
+                          "\"mlx5_[0-7]\"). Default: every device."))
+    interval: float | None = setting(Duration("Poll interval of this source (default: the global interval).",
+                                              min=0.05))
+    rescan_interval: float = setting(Duration(
+        "How often the device/port/file list is re-read and descriptors re-opened; a read failing with "
+        "ENOENT/ENODEV re-scans at once.", default="30s", min=0))
+
+
+interval_after(InfinibandSettings.SCHEMA, "devices")
+
+
+class InfinibandSource(PollingSource[InfinibandSettings]):
     name = SRC
     role = "node"
-    CONFIG = Section(
-        doc="RDMA devices and ports from /sys/class/infiniband (PMA counters/, hw_counters/, port state).",
-        fields={
-            "enabled": AutoBool("auto: on when {sysfs_root}/class/infiniband exists; true: always (reports "
-                                "source_up 0 when there is nothing to read); false: off."),
-            "sysfs_root": Str("Where sysfs is mounted (a container with the host's /sys at /host/sys sets "
-                              "that here).", default="/sys"),
-            "devices": ListOf(item=Regex(), doc="Only devices whose name fully matches one of these regular "
-                                           "expressions (e.g. \"mlx5_[0-7]\"). Default: every device."),
-            "interval": Duration("Poll interval of this source (default: the global interval).", min=0.05),
-            "rescan_interval": Duration("How often the device/port/file list is re-read and descriptors "
-                                        "re-opened; a read failing with ENOENT/ENODEV re-scans at once.",
-                                        default="30s", min=0),
-        },
-    )
+    CONFIG = InfinibandSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: InfinibandSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.reader = InfinibandReader(config["sysfs_root"], config["devices"], config["rescan_interval"])
+        self.reader = InfinibandReader(config.sysfs_root, config.devices, config.rescan_interval)
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config["enabled"]
+    def wanted(cls, config: InfinibandSettings) -> bool:
+        enabled = config.enabled
         if enabled == "auto":
             return _sysfs_has_infiniband(config)
         return enabled is True

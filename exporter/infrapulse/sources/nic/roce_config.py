@@ -34,12 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...schema import AutoBool, Duration, Int, ListOf, MapOf, Regex, Section, Str
+from ...schema import AutoBool, Duration, Int, ListOf, MapOf, Regex, Settings, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from . import roce_families as F
 from .dcb_netlink import DcbConfig, DcbInterfaceGone, DcbNotSupported, NetlinkDcb
 from .drvinfo import DriverInfo, DrvinfoIoctl
+from .infiniband import interval_after
 from .roce_config_read import (
     NetdevConfig,
     netdev_devices,
@@ -481,63 +482,73 @@ class RoceConfigCollector:
         self.reader.close()
 
 
-def expected_from_config(section: dict[str, Any]) -> Expected:
-    return Expected(list(section["pfc_priorities"] or []), list(section["ecn_priorities"] or []),
-                    dict(section["cc_parameters"] or {}), section["trust"] or "")
+@settings("The intended configuration; each part set is checked "
+          "(infrapulse_nic_roce_config_expected_mismatches). Empty: not checked.")
+@dataclass(kw_only=True, slots=True)
+class ExpectedSettings(Settings):
+    pfc_priorities: list[int] | None = setting(ListOf(item=Int(min=0, max=7),
+                                                      doc="Exactly the priorities with PFC on."))
+    ecn_priorities: list[int] | None = setting(ListOf(
+        item=Int(min=0, max=7), doc="Priorities with ECN on for both roles (roce_np and roce_rp): the RDMA "
+                                    "priority."))
+    cc_parameters: dict[str, int] = setting(MapOf(
+        value=Int(min=0), doc="DCQCN parameter -> value, by file name (`rpg_ai_rate`) or role/name "
+                              "(`roce_np/min_time_between_cnps`)."))
+    trust: str = setting(Str("The trust mode: dscp or pcp (\"\" = not checked).", default="",
+                             choices=("", "dscp", "pcp")))
 
 
-class RoceConfigSource(PollingSource[Any]):
+def expected_from_config(section: ExpectedSettings) -> Expected:
+    return Expected(list(section.pfc_priorities or []), list(section.ecn_priorities or []),
+                    dict(section.cc_parameters), section.trust)
+
+
+@settings("RoCE congestion-control (ECN/DCQCN) and QoS configuration of the RDMA netdevs, with drift "
+          "detection: sysfs ecn/ and qos/, debugfs cc_params, DCB netlink, fw_ver, ETHTOOL_GDRVINFO.")
+@dataclass(kw_only=True, slots=True)
+class RoceConfigSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool(
+        "auto: on when RDMA ports exist under {sysfs_root}/class/infiniband or `interfaces` is set; true: "
+        "always; false: off."))
+    interfaces: list[str] | None = setting(ListOf(
+        item=Regex(), doc="Netdevs whose name fully matches one of these regular expressions. Default: the "
+                          "netdevs behind RDMA ports."))
+    sysfs_root: str = setting(Str("Where sysfs is mounted.", default="/sys"))
+    debugfs_root: str = setting(Str("Where debugfs is mounted: upstream kernels expose the DCQCN parameters "
+                                    "only in {debugfs_root}/mlx5/<pci>/cc_params (root, and each read is a "
+                                    "firmware command).", default="/sys/kernel/debug"))
+    interval: float = setting(Duration(
+        "How often the configuration is read again (it changes rarely; each read is a few dozen sysfs files, "
+        "one netlink request and one ioctl per netdev).", default="60s", min=0.05))
+    debugfs_interval: float = setting(Duration(
+        "How often debugfs cc_params is read again (also on a firmware change); only where sysfs has no "
+        "ecn/.", default="5m", min=1))
+    sim_dir: str = setting(Str("Simulation and testing only: read DCB and driver info from "
+                               "<sim_dir>/<interface>.json instead of netlink and the ioctl.", default=""))
+    expected: ExpectedSettings = setting(ExpectedSettings.SCHEMA)
+
+
+interval_after(RoceConfigSettings.SCHEMA, "debugfs_root")
+
+
+class RoceConfigSource(PollingSource[RoceConfigSettings]):
     name = SRC
     role = "node"
-    CONFIG = Section(
-        doc="RoCE congestion-control (ECN/DCQCN) and QoS configuration of the RDMA netdevs, with drift "
-            "detection: sysfs ecn/ and qos/, debugfs cc_params, DCB netlink, fw_ver, ETHTOOL_GDRVINFO.",
-        fields={
-            "enabled": AutoBool("auto: on when RDMA ports exist under {sysfs_root}/class/infiniband or "
-                                "`interfaces` is set; true: always; false: off."),
-            "interfaces": ListOf(item=Regex(), doc="Netdevs whose name fully matches one of these regular "
-                                                   "expressions. Default: the netdevs behind RDMA ports."),
-            "sysfs_root": Str("Where sysfs is mounted.", default="/sys"),
-            "debugfs_root": Str("Where debugfs is mounted: upstream kernels expose the DCQCN parameters only "
-                                "in {debugfs_root}/mlx5/<pci>/cc_params (root, and each read is a firmware "
-                                "command).", default="/sys/kernel/debug"),
-            "interval": Duration("How often the configuration is read again (it changes rarely; each read is "
-                                 "a few dozen sysfs files, one netlink request and one ioctl per netdev).",
-                                 default="60s", min=0.05),
-            "debugfs_interval": Duration("How often debugfs cc_params is read again (also on a firmware "
-                                         "change); only where sysfs has no ecn/.", default="5m", min=1),
-            "sim_dir": Str("Simulation and testing only: read DCB and driver info from "
-                           "<sim_dir>/<interface>.json instead of netlink and the ioctl.", default=""),
-            "expected": Section(doc="The intended configuration; each part set is checked "
-                                    "(infrapulse_nic_roce_config_expected_mismatches). Empty: not checked.",
-                                fields={
-                "pfc_priorities": ListOf(item=Int(min=0, max=7), doc="Exactly the priorities with PFC on."),
-                "ecn_priorities": ListOf(item=Int(min=0, max=7),
-                                         doc="Priorities with ECN on for both roles (roce_np and "
-                                             "roce_rp): the "
-                                             "RDMA priority."),
-                "cc_parameters": MapOf(value=Int(min=0), doc="DCQCN parameter -> value, by file name "
-                                                             "(`rpg_ai_rate`) or role/name "
-                                                             "(`roce_np/min_time_between_cnps`)."),
-                "trust": Str("The trust mode: dscp or pcp (\"\" = not checked).", default="",
-                             choices=("", "dscp", "pcp")),
-            }),
-        },
-    )
+    CONFIG = RoceConfigSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: RoceConfigSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        reader: PlatformReader = FileReader(config["sim_dir"]) if config["sim_dir"] else KernelReader()
+        reader: PlatformReader = FileReader(config.sim_dir) if config.sim_dir else KernelReader()
         self.collector = RoceConfigCollector(
-            reader, config["sysfs_root"], config["debugfs_root"], config["interfaces"], ctx.state_dir,
-            expected_from_config(config["expected"]), config["debugfs_interval"])
+            reader, config.sysfs_root, config.debugfs_root, config.interfaces, ctx.state_dir,
+            expected_from_config(config.expected), config.debugfs_interval)
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config["enabled"]
+    def wanted(cls, config: RoceConfigSettings) -> bool:
+        enabled = config.enabled
         if enabled == "auto":
-            return bool(config["interfaces"]) or (
-                Path(config["sysfs_root"]) / "class" / "infiniband").is_dir()
+            return bool(config.interfaces) or (
+                Path(config.sysfs_root) / "class" / "infiniband").is_dir()
         return enabled is True
 
     async def collect(self) -> list[TargetResult]:
