@@ -54,7 +54,8 @@ def conforms(value: Any, hint: Any) -> bool:
         return isinstance(value, tuple) and len(value) == len(args) and all(map(conforms, value, args))
     if origin is dict:
         key, item = typing.get_args(hint)
-        return isinstance(value, dict) and all(conforms(k, key) and conforms(v, item) for k, v in value.items())
+        return isinstance(value, dict) and all(conforms(k, key) and conforms(v, item)
+                                               for k, v in value.items())
     if hint is type(None):
         return value is None
     if hint is float:
@@ -77,7 +78,8 @@ def test_fields_are_the_sections_keys_in_order(path: str) -> None:
     assert sorted(f.name for f in dataclasses.fields(cls)) == sorted(section.fields)
     # Key order: inherited fields not redeclared, then the class body's own, as written.
     own = list(cls.__annotations__)
-    assert list(section.fields) == [k for k in section.fields if k not in own] + [k for k in own if k in section.fields]
+    inherited = [k for k in section.fields if k not in own]
+    assert list(section.fields) == inherited + [k for k in own if k in section.fields]
 
 
 @pytest.mark.parametrize("path", sorted(TYPED))
@@ -122,7 +124,8 @@ def test_the_mechanism_on_a_small_class() -> None:
 
     assert list(Pair.SCHEMA.fields) == ["low", "high", "name", "every"]
     assert Pair.SCHEMA.doc == "A pair."
-    assert Pair.SCHEMA.validate({"name": "x", "every": "2m"}, "p") == Pair(low=1, high=5, name="x", every=120.0)
+    given = Pair.SCHEMA.validate({"name": "x", "every": "2m"}, "p")
+    assert given == Pair(low=1, high=5, name="x", every=120.0)
     with pytest.raises(SchemaError) as missing:
         Pair.SCHEMA.validate({}, "p")
     assert (missing.value.path, missing.value.reason) == ("p.name", "required key is missing")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ... import catalog
-from ...schema import Bool, Duration, Int, ListOf, Section, Str, setting, settings
+from ...schema import Bool, Duration, Int, ListOf, Str, setting, settings
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Snapshot
 from ...textparse import MetricFamily
@@ -350,15 +350,6 @@ class DcgmSettings(PollingSettings):
                                   default=20_000, min=1))
 
 
-def _interval_after(section: Section, key: str) -> None:
-    """Put `interval` right after `key` in `section`'s keys: a subclass of PollingSettings has it
-    second (dataclass fields keep their base class's order), the documented order is this one."""
-    keys = [k for k in section.fields if k != "interval"]
-    keys.insert(keys.index(key) + 1, "interval")
-    section.fields = {k: section.fields[k] for k in keys}
-
-
-_interval_after(DcgmSettings.SCHEMA, "url")
 
 
 class DcgmSource(PollingSource[DcgmSettings]):

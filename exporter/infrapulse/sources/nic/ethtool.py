@@ -47,7 +47,7 @@ from .families import (
     MODULE_TX_POWER,
     STAT_COUNT,
 )
-from .infiniband import interval_after, rdma_netdevs
+from .infiniband import rdma_netdevs
 from .link_sysfs import add_to, link_coverage, read_link
 from .module_dom import Dom, NoDom, has_net_admin, parse_dom
 
@@ -345,7 +345,6 @@ class EthtoolSettings(PollingSettings):
                                                   "per module).", default="60s", min=1))
 
 
-interval_after(EthtoolSettings.SCHEMA, "include_stats")
 
 
 class EthtoolSource(PollingSource[EthtoolSettings]):

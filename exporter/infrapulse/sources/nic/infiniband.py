@@ -37,7 +37,7 @@ from typing import Any, cast
 
 from ... import catalog
 from ...pci import device_link_address
-from ...schema import AutoBool, Duration, ListOf, Regex, Section, Str, setting, settings
+from ...schema import AutoBool, Duration, ListOf, Regex, Str, setting, settings
 from ...store import Snapshot
 from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from .families import (
@@ -603,14 +603,6 @@ def _sysfs_has_infiniband(config: InfinibandSettings) -> bool:
     return (Path(config.sysfs_root) / "class" / "infiniband").is_dir()
 
 
-def interval_after(section: Section, key: str) -> None:
-    """Put `interval` right after `key` in `section`'s keys: a subclass of PollingSettings has it
-    second (dataclass fields keep their base class's order), the documented order is this one."""
-    keys = [k for k in section.fields if k != "interval"]
-    keys.insert(keys.index(key) + 1, "interval")
-    section.fields = {k: section.fields[k] for k in keys}
-
-
 @settings("RDMA devices and ports from /sys/class/infiniband (PMA counters/, hw_counters/, port state).")
 @dataclass(kw_only=True, slots=True)
 class InfinibandSettings(PollingSettings):
@@ -629,7 +621,6 @@ class InfinibandSettings(PollingSettings):
         "ENOENT/ENODEV re-scans at once.", default="30s", min=0))
 
 
-interval_after(InfinibandSettings.SCHEMA, "devices")
 
 
 class InfinibandSource(PollingSource[InfinibandSettings]):

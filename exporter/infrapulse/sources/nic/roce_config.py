@@ -40,7 +40,6 @@ from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from . import roce_families as F
 from .dcb_netlink import DcbConfig, DcbInterfaceGone, DcbNotSupported, NetlinkDcb
 from .drvinfo import DriverInfo, DrvinfoIoctl
-from .infiniband import interval_after
 from .roce_config_read import (
     NetdevConfig,
     netdev_devices,
@@ -528,7 +527,6 @@ class RoceConfigSettings(PollingSettings):
     expected: ExpectedSettings = setting(ExpectedSettings.SCHEMA)
 
 
-interval_after(RoceConfigSettings.SCHEMA, "debugfs_root")
 
 
 class RoceConfigSource(PollingSource[RoceConfigSettings]):
