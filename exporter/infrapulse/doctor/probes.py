@@ -291,7 +291,8 @@ async def probe_serving(cfg: Config) -> list[Check]:
 
 def skip_reason(section: dict[str, Any]) -> str:
     """Why a source does not run with this config, in its own terms."""
-    if section.get("enabled") is False:
+    enabled = section.get("enabled") if isinstance(section, dict) else section.enabled  # TRANSITION
+    if enabled is False:
         return "disabled (enabled: false)"
     if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
         return (f"enabled: auto and no kubelet socket ({section['pod_resources_socket'] or 'none'}), "
