@@ -32,8 +32,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:  # annotations only: infrapulse is imported where used (the children get PYTHONPATH)
+    from infrapulse.sources.probe.mesh_config import MeshSettings
 
 BUDGET = 0.002  # 0.2 % of one core
 NODE = "127.0.0.1"
@@ -60,7 +64,7 @@ def peer_address(k: int) -> str:
     return f"127.0.0.{k + 2}"
 
 
-def mesh_config(local: str, port: int, peers: list[dict]) -> dict:
+def mesh_config(local: str, port: int, peers: list[dict]) -> MeshSettings:
     """A `sources.mesh` section with every rate setting at its default."""
     from infrapulse.config import load_text
 
@@ -69,7 +73,7 @@ def mesh_config(local: str, port: int, peers: list[dict]) -> dict:
     return load_text(text, "<bench>").sources["mesh"]
 
 
-async def run_sources(configs: list[dict], seconds: float) -> None:
+async def run_sources(configs: list[MeshSettings], seconds: float) -> None:
     from infrapulse.sources.base import SourceContext
     from infrapulse.sources.probe.mesh import MeshSource
     from infrapulse.store import Store

@@ -36,12 +36,13 @@ from infrapulse.sources.base import SourceContext
 from infrapulse.sources.probe import mesh_prober, mesh_socket
 from infrapulse.sources.probe import mesh_wire as wire
 from infrapulse.sources.probe.mesh import RESOLVE_KEY, TARGET, MeshSource
+from infrapulse.sources.probe.mesh_config import MeshSettings
 from infrapulse.store import Histogram, Store
 
 NODE = "127.0.0.1"
 
 
-def mesh_config(**section: Any) -> dict[str, Any]:
+def mesh_config(**section: Any) -> MeshSettings:
     base = {"enabled": True, "local_addresses": [NODE], "port": 0, "probe_interval": "20ms",
             "timeout": "150ms", "min_samples": 3}
     return load_text(yaml.safe_dump({"sources": {"mesh": {**base, **section}}})).sources["mesh"]
@@ -54,7 +55,7 @@ def series(source: MeshSource, family: str) -> dict[tuple[str, ...], Any]:
 
 
 @asynccontextmanager
-async def running(config: dict[str, Any], options: dict[str, Any] | None = None,
+async def running(config: MeshSettings, options: dict[str, Any] | None = None,
                   hostname: str = "gpu-node-01") -> AsyncIterator[MeshSource]:
     ctx = SourceContext(store=Store(), interval=0.1, hostname=hostname, options=options or {})
     source = MeshSource(config, ctx)
@@ -480,7 +481,8 @@ def test_config_errors_name_the_key(section: dict[str, Any], key: str, reason: s
 def test_off_by_default() -> None:
     config = load_text("").sources["mesh"]
     assert not MeshSource.wanted(config)
-    defaults = (config["port"], config["probe_interval"], config["max_peers"], config["dscp"])
+    assert isinstance(config, MeshSettings)
+    defaults = (config.port, config.probe_interval, config.max_peers, config.dscp)
     assert defaults == (9478, 5.0, 64, 0)
 
 

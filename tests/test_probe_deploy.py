@@ -67,7 +67,7 @@ def test_daemonset_keeps_state_dir_on_the_node_with_a_chown_only_init_container(
     (container,) = pod["containers"]
     mount = next(m for m in container["volumeMounts"] if m["name"] == "state")
     cfg = node_config(next(d for d in documents(K8S / "node.yaml") if d["kind"] == "ConfigMap"))
-    assert cfg.state_dir == mount["mountPath"] and not cfg.sources["probe"]["enabled"]
+    assert cfg.state_dir == mount["mountPath"] and not cfg.sources["probe"].enabled
     (init,) = pod["initContainers"]
     assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN"]}
     assert init["command"] == ["/bin/chown", "10001:10001", mount["mountPath"]]
@@ -113,10 +113,10 @@ def test_probe_variant_patches_validate_and_configure_the_probe_source():
                       patches["config-probes.yaml"])
     cfg = node_config(configmap)
     probe = cfg.sources["probe"]
-    assert probe["enabled"] and cfg.state_dir == mounts["state"]
-    assert probe["versions"]["sysfs_root"] == mounts["sys"] == cfg.sources["infiniband"].sysfs_root
-    assert probe["versions"]["nccl_library"].startswith(mounts["probe-tools"] + "/")
-    assert probe["inbox"]["dir"].startswith(mounts["state"] + "/")
+    assert probe.enabled and cfg.state_dir == mounts["state"]
+    assert probe.versions.sysfs_root == mounts["sys"] == cfg.sources["infiniband"].sysfs_root
+    assert probe.versions.nccl_library.startswith(mounts["probe-tools"] + "/")
+    assert probe.inbox.dir.startswith(mounts["state"] + "/")
 
 
 def test_job_template_writes_into_the_inbox_the_daemon_watches():
@@ -126,7 +126,7 @@ def test_job_template_writes_into_the_inbox_the_daemon_watches():
     (container,) = pod["containers"]
     inbox = next(v for v in pod["volumes"] if v["name"] == "inbox")["hostPath"]["path"]
     cfg = node_config(next(d for d in documents(K8S / "node.yaml") if d["kind"] == "ConfigMap"))
-    assert inbox == cfg.sources["probe"]["inbox"]["dir"]
+    assert inbox == cfg.sources["probe"].inbox.dir
     assert pod["securityContext"]["runAsUser"] == node_daemonset()["spec"]["template"]["spec"][
         "securityContext"]["runAsUser"]  # the daemon creates the inbox: same user, can write
     script = container["args"][0]

@@ -432,4 +432,4 @@ def test_config_errors_name_the_key(peer: dict[str, Any], server: dict[str, Any]
 def test_a_valid_peer_config() -> None:
     _validate({}, enabled=True)
     cfg = CONFIG.validate({"enabled": True}, "sources.probe")
-    assert cfg["perftest"]["peer_server"]["enabled"] is False and cfg["perftest"]["peers"] == []
+    assert cfg.perftest.peer_server.enabled is False and cfg.perftest.peers == []

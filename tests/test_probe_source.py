@@ -20,7 +20,7 @@ from helpers import real
 from infrapulse.simulate.probe_fake import write_shims
 from infrapulse.sources.base import SourceContext
 from infrapulse.sources.probe import runner
-from infrapulse.sources.probe.config import CONFIG
+from infrapulse.sources.probe.config import CONFIG, ProbeSettings
 from infrapulse.sources.probe.idle import GPU_ACTIVITY_KEY
 from infrapulse.sources.probe.source import ProbeSource
 from infrapulse.store import Snapshot, Store
@@ -61,7 +61,7 @@ class Rig:
         for fw in (self.sysfs / "class" / "infiniband").glob("*/fw_ver"):
             fw.write_text(version + "\n")
 
-    def config(self, **over: Any) -> dict[str, Any]:
+    def config(self, **over: Any) -> ProbeSettings:
         cfg: dict[str, Any] = {
             "enabled": True, "interval": "1h", "jitter": "0s", "check_interval": "1s", "change_delay": "0s",
             "timeout": "30s", "nice": 5,

@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from .config import BaselineSettings, FloorSettings
 from .results import NcclResult, PerftestResult
 
 LOWER, HIGHER = "lower", "higher"  # which direction is better
@@ -52,12 +53,11 @@ class Settings:
     min_runs: int = 3
     latency_threshold: float = 0.25
     bandwidth_threshold: float = 0.15
-    floors: tuple[dict[str, Any], ...] = ()
+    floors: tuple[FloorSettings, ...] = ()
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> Settings:
-        return cls(cfg["runs"], cfg["min_runs"], cfg["latency_threshold"], cfg["bandwidth_threshold"],
-                   tuple(cfg["floors"]))
+    def from_config(cls, cfg: BaselineSettings) -> Settings:
+        return cls(cfg.runs, cfg.min_runs, cfg.latency_threshold, cfg.bandwidth_threshold, tuple(cfg.floors))
 
 
 def _median(values: list[float]) -> float:
@@ -104,14 +104,14 @@ def perftest_observations(result: PerftestResult, scope: str, path: str,
             for (metric, size), v in values.items()]
 
 
-def floor_for(obs: Observation, floors: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
+def floor_for(obs: Observation, floors: tuple[FloorSettings, ...]) -> FloorSettings | None:
     """The first configured floor matching the observation (test, metric, size, model glob)."""
     for floor in floors:
-        if floor["test"] and floor["test"] != obs.test:
+        if floor.test and floor.test != obs.test:
             continue
-        if floor["metric"] != obs.metric or (floor["size"] and floor["size"] != obs.size):
+        if floor.metric != obs.metric or (floor.size and floor.size != obs.size):
             continue
-        if floor["model"] and not fnmatch.fnmatchcase(obs.model, floor["model"]):
+        if floor.model and not fnmatch.fnmatchcase(obs.model, floor.model):
             continue
         return floor
     return None
@@ -147,8 +147,8 @@ def judge(obs: Observation, history: list[dict[str, Any]], settings: Settings, e
         verdict = "regression" if worse > threshold else "ok"
     floor = floor_for(obs, settings.floors)
     if verdict != "regression" and floor is not None:
-        too_slow = floor["max"] is not None and obs.value > floor["max"]
-        too_low = floor["min"] is not None and obs.value < floor["min"]
+        too_slow = floor.max is not None and obs.value > floor.max
+        too_low = floor.min is not None and obs.value < floor.min
         if too_slow or too_low:
             verdict = "below_floor"
     return Verdict(verdict, base, ratio)

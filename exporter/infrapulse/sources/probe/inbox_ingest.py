@@ -11,23 +11,24 @@ from typing import Any
 
 from . import inbox, verdicts
 from .baseline import Observation, Settings, nccl_observations, perftest_observations
+from .config import NcclSettings, ProbeSettings
 from .probes import SeriesList, nccl_series, perftest_series
 from .state import trim_ingested
 
 log = logging.getLogger("infrapulse.source.probe")
 
 
-def ingest(state: dict[str, Any], cfg: dict[str, Any], settings: Settings, now: float) -> bool:
+def ingest(state: dict[str, Any], cfg: ProbeSettings, settings: Settings, now: float) -> bool:
     """Read the inbox's new settled files. Returns whether the state changed."""
-    box = cfg["inbox"]
-    if not box["dir"]:
+    box = cfg.inbox
+    if not box.dir:
         return False
     changed = False
     ingested = state["ingested"]
-    for cand in inbox.candidates(Path(box["dir"]), ingested, box["settle"], now):
+    for cand in inbox.candidates(Path(box.dir), ingested, box.settle, now):
         try:
-            dropped = inbox.read(cand, box["max_file_bytes"])
-            result = ingest_dropped(state, dropped, cfg["nccl"], settings, now)
+            dropped = inbox.read(cand, box.max_file_bytes)
+            result = ingest_dropped(state, dropped, cfg.nccl, settings, now)
             message = ""
         except inbox.InboxError as exc:
             result, message = exc.reason, str(exc)
@@ -41,7 +42,7 @@ def ingest(state: dict[str, Any], cfg: dict[str, Any], settings: Settings, now: 
     return changed
 
 
-def ingest_dropped(state: dict[str, Any], dropped: inbox.Dropped, nccl_cfg: dict[str, Any],
+def ingest_dropped(state: dict[str, Any], dropped: inbox.Dropped, nccl_cfg: NcclSettings,
                    settings: Settings, now: float) -> str:
     """One parsed file into the state; returns its result (ok, wrong_results, failed)."""
     series: SeriesList
@@ -59,7 +60,7 @@ def ingest_dropped(state: dict[str, Any], dropped: inbox.Dropped, nccl_cfg: dict
             _keep_series(state, key, series)
             return "failed"
         observations = nccl_observations(result, dropped.scope, dropped.path_label,
-                                         nccl_cfg["latency_max_bytes"], nccl_cfg["bandwidth_min_bytes"])
+                                         nccl_cfg.latency_max_bytes, nccl_cfg.bandwidth_min_bytes)
     else:
         reports = dropped.perftest or []
         clients = [r for r in reports if r.role == "client"] or reports

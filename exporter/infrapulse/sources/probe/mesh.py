@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from ...deadline import within
 from ...store import stale_after
@@ -32,7 +31,7 @@ from ..base import Source, SourceContext
 from . import mesh_peers as mp
 from . import mesh_wire as wire
 from .mesh_bind import LocalSockets
-from .mesh_config import CONFIG
+from .mesh_config import CONFIG, MeshSettings
 from .mesh_discovery import PeerDiscovery
 from .mesh_prober import Prober
 from .mesh_snapshot import snapshot
@@ -41,7 +40,7 @@ TARGET = "mesh"
 RESOLVE_KEY = "mesh.resolve"  # SourceContext.options: async (name) -> [ip, ...], for tests
 
 
-class MeshSource(Source[Any]):
+class MeshSource(Source[MeshSettings]):
     """The coordinator: refresh (local sockets, candidate peers, the probe plan) and publication
     on the source's interval, with the prober (mesh_prober) running beside it as its own task."""
 
@@ -49,15 +48,14 @@ class MeshSource(Source[Any]):
     role = "node"
     CONFIG = CONFIG
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: MeshSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.interval: float = config["interval"] or ctx.interval
-        self.responder = wire.Responder(rate=config["responder_rate"], burst=config["responder_burst"],
-                                        total_rate=config["responder_total_rate"], clock=time.monotonic)
-        self.prober = Prober(self.responder, config["size"], config["probe_interval"], config["timeout"],
-                             self.log)
+        self.interval: float = config.interval or ctx.interval
+        self.responder = wire.Responder(rate=config.responder_rate, burst=config.responder_burst,
+                                        total_rate=config.responder_total_rate, clock=time.monotonic)
+        self.prober = Prober(self.responder, config.size, config.probe_interval, config.timeout, self.log)
         # DSCP in the upper six bits of the TOS / traffic class byte, ECT(0) = 0b10 in the lower two
-        tos: int = config["dscp"] << 2 | (0b10 if config["ecn"] else 0)
+        tos: int = config.dscp << 2 | (0b10 if config.ecn else 0)
         self.local = LocalSockets(config, tos, self.prober.on_readable)
         self.discovery = PeerDiscovery(config, ctx.hostname, ctx.options.get(RESOLVE_KEY), self.log)
         self.peers = mp.PeerSet()
@@ -65,8 +63,8 @@ class MeshSource(Source[Any]):
         self._refresh_now = asyncio.Event()
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        return config["enabled"] is True
+    def wanted(cls, config: MeshSettings) -> bool:
+        return config.enabled is True
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -83,7 +81,7 @@ class MeshSource(Source[Any]):
                     except Exception as exc:  # a bug: report it, keep the responder and the last peers
                         self.log.exception("mesh refresh failed")
                         self._down = ("error", f"refresh failed: {type(exc).__name__}: {exc}")
-                    next_refresh = now + self.config["refresh"]
+                    next_refresh = now + self.config.refresh
                 self.publish()
                 try:
                     await within(self._refresh_now.wait(), self.interval)
@@ -125,10 +123,10 @@ class MeshSource(Source[Any]):
 
     def _why_down(self, locals_: list[mp.LocalAddress]) -> tuple[str, str] | None:
         if not locals_:
-            if self.config["local_addresses"]:
+            if self.config.local_addresses:
                 where = "local_addresses"
-            elif self.config["interfaces"]:
-                where = "interfaces " + ", ".join(self.config["interfaces"])
+            elif self.config.interfaces:
+                where = "interfaces " + ", ".join(self.config.interfaces)
             else:
                 where = "the RDMA netdevs of the infiniband source (none reported)"
             detail = "; ".join(self._problems_now())

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from ...store import Store
 from . import mesh_peers as mp
+from .mesh_config import MeshSettings
 from .mesh_socket import MeshSocket
 
 
 class LocalSockets:
     """The bound sockets of one mesh source, local ip -> socket (`by_ip`, updated in place)."""
 
-    def __init__(self, config: dict[str, Any], tos: int, on_readable: Callable[[MeshSocket], None]) -> None:
+    def __init__(self, config: MeshSettings, tos: int, on_readable: Callable[[MeshSocket], None]) -> None:
         self.config = config
         self.tos = tos
         # Called by the event loop per datagram on sockets without kernel timestamps (the prober's
@@ -28,9 +28,9 @@ class LocalSockets:
         self.by_ip: dict[str, MeshSocket] = {}
 
     def addresses(self, store: Store, problems: list[str]) -> list[mp.LocalAddress]:
-        if self.config["local_addresses"]:
-            return [mp.parse_local(text) for text in self.config["local_addresses"]]
-        netdevs = self.config["interfaces"] or mp.rdma_netdevs(store)
+        if self.config.local_addresses:
+            return [mp.parse_local(text) for text in self.config.local_addresses]
+        netdevs = self.config.interfaces or mp.rdma_netdevs(store)
         out = []
         for ifname in netdevs:
             try:
@@ -50,9 +50,9 @@ class LocalSockets:
                 problems.extend(sockets[ip].problems)
                 continue
             try:
-                msock = MeshSocket(loc, self.config["port"], self.tos, self.config["bind_to_device"])
+                msock = MeshSocket(loc, self.config.port, self.tos, self.config.bind_to_device)
             except OSError as exc:
-                problems.append(f"cannot bind {ip} port {self.config['port']}: {exc.strerror or exc}")
+                problems.append(f"cannot bind {ip} port {self.config.port}: {exc.strerror or exc}")
                 continue
             problems.extend(msock.problems)
             sockets[ip] = msock
@@ -63,7 +63,7 @@ class LocalSockets:
              problems: list[str]) -> tuple[list[mp.Peer], dict[str, MeshSocket]]:
         """The probed peers (at most max_peers) and the socket each is probed from."""
         probed, via = [], {}
-        for peer in mp.select(peers, own_id, self.config["max_peers"]):
+        for peer in mp.select(peers, own_id, self.config.max_peers):
             local, inside = mp.pick_local(peer.ip, [s.local for s in self.by_ip.values()])
             if local is None:
                 if self.by_ip:

@@ -14,12 +14,12 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from ...deadline import within
 from ...store import Store
 from . import mesh_peers as mp
 from . import mesh_wire as wire
+from .mesh_config import MeshSettings
 
 DNS_TIMEOUT = 5.0
 
@@ -29,7 +29,7 @@ Resolver = Callable[[str], Awaitable[list[str]]]
 class PeerDiscovery:
     """The peer sources of one mesh source, and what it keeps of them between two refreshes."""
 
-    def __init__(self, config: dict[str, Any], hostname: str, resolve: Resolver | None,
+    def __init__(self, config: MeshSettings, hostname: str, resolve: Resolver | None,
                  log: logging.Logger) -> None:
         self.config = config
         self.hostname = hostname
@@ -41,11 +41,11 @@ class PeerDiscovery:
 
     def configured_sources(self) -> list[str]:
         config = self.config
-        return [s for s, on in (("config", bool(config["peers"])), ("file", bool(config["peers_file"])),
-                                ("dns", bool(config["peers_dns"])), ("lldp", config["lldp_peers"])) if on]
+        return [s for s, on in (("config", bool(config.peers)), ("file", bool(config.peers_file)),
+                                ("dns", bool(config.peers_dns)), ("lldp", config.lldp_peers)) if on]
 
     def file_changed(self) -> bool:
-        path = self.config["peers_file"]
+        path = self.config.peers_file
         return bool(path) and _stamp(path) != self._file_stamp
 
     def forget_file(self) -> None:
@@ -55,23 +55,23 @@ class PeerDiscovery:
     async def discover(self, store: Store, own: set[tuple[str, int]],
                        problems: list[str]) -> tuple[list[mp.Peer], dict[str, int]]:
         """Every candidate peer (this node's own (ip, port) pairs left out) and the count per peer source."""
-        if self.config["peers_file"]:
+        if self.config.peers_file:
             self._read_file()
             if self._file_problem:
                 problems.append(self._file_problem)
         lldp = mp.lldp_switches(store)
         own_switches = self._own_switches(lldp)
         resolved = await self._resolve_entries(self._entries(lldp, own_switches), problems)
-        if not self.config["port"]:
+        if not self.config.port:
             for entry, ip in resolved:
                 if entry.port is None:
                     problems.append(f"{entry.source} peer {entry.host} ({ip}): no port "
                                     "(sources.mesh.port is 0)")
-        peers, by_source = mp.merge(resolved, own, own_switches, lldp, self.config["port"])
+        peers, by_source = mp.merge(resolved, own, own_switches, lldp, self.config.port)
         return mp.dedupe_labels(peers), by_source
 
     def _read_file(self) -> None:
-        path = self.config["peers_file"]
+        path = self.config.peers_file
         stamp = _stamp(path)
         if stamp == self._file_stamp and self._file_stamp is not None:
             return
@@ -85,22 +85,22 @@ class PeerDiscovery:
             self.log.error("peers_file unusable", extra={"error": str(exc)})
 
     def _entries(self, lldp: dict[str, set[str]], own_switches: frozenset[str]) -> list[mp.PeerEntry]:
-        entries = mp.entries_from_config(self.config["peers"], "config")
-        if self.config["peers_file"]:
+        entries = mp.entries_from_config(self.config.peers, "config")
+        if self.config.peers_file:
             entries += self._file_entries
-        entries += [mp.PeerEntry(name, "", None, "", "dns") for name in self.config["peers_dns"]]
-        if self.config["lldp_peers"]:
+        entries += [mp.PeerEntry(name, "", None, "", "dns") for name in self.config.peers_dns]
+        if self.config.lldp_peers:
             me = mp.host_key(self.hostname)
             for host, switches in sorted(lldp.items()):
-                name = self.config["lldp_peer_name"].replace("{system}", host)
+                name = self.config.lldp_peer_name.replace("{system}", host)
                 # one entry per switch the host shares with this node (merge unites them)
                 entries += [mp.PeerEntry(name, host, None, switch, "lldp")
                             for switch in sorted(switches & own_switches) if host != me]
         return entries
 
     def _own_switches(self, lldp: dict[str, set[str]]) -> frozenset[str]:
-        if self.config["switch"]:
-            return frozenset({self.config["switch"]})
+        if self.config.switch:
+            return frozenset({self.config.switch})
         return frozenset(lldp.get(mp.host_key(self.hostname), set()))
 
     async def _resolve_entries(self, entries: list[mp.PeerEntry],

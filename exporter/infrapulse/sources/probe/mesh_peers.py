@@ -28,22 +28,26 @@ from typing import Any
 
 import yaml
 
-from ...schema import Int, SchemaError, Section, Str
+from ...schema import Int, SchemaError, Settings, Str, setting, settings
 from ...store import Store
 
 PEER_NAME = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"
-PEER = Section(
-    doc="One peer: where its mesh responder listens.",
-    fields={
-        "address": Str("IP address (or a host name resolved through DNS) of the peer's RDMA netdev.",
-                       required=True),
-        "name": Str("The `peer` label (default: the address), e.g. the peer's host name.", default="",
-                    pattern=f"({PEER_NAME})?"),
-        "port": Int("UDP port of the peer's responder (default: this node's `port`).", min=1, max=65535),
-        "switch": Str("The switch (leaf) the peer's netdev is cabled to; groups the peer as "
-                      "same_switch or other_switch.", default=""),
-    },
-)
+
+
+@settings("One peer: where its mesh responder listens.")
+@dataclass(kw_only=True, slots=True)
+class MeshPeerSettings(Settings):
+    address: str = setting(Str("IP address (or a host name resolved through DNS) of the peer's RDMA netdev.",
+                               required=True))
+    name: str = setting(Str("The `peer` label (default: the address), e.g. the peer's host name.", default="",
+                            pattern=f"({PEER_NAME})?"))
+    port: int | None = setting(Int("UDP port of the peer's responder (default: this node's `port`).", min=1,
+                                   max=65535))
+    switch: str = setting(Str("The switch (leaf) the peer's netdev is cabled to; groups the peer as "
+                              "same_switch or other_switch.", default=""))
+
+
+PEER = MeshPeerSettings.SCHEMA
 # Other sources' families, read from the store by name (labels in the comments).
 LLDP_INFO = "infrapulse_switch_lldp_neighbor_info"  # switch, interface, neighbor_system, neighbor_port
 RDMA_PORT_INFO = "infrapulse_rdma_port_info"  # labels: device, port, link_layer, netdev
@@ -88,8 +92,8 @@ class LocalAddress:
 
 # -- configured peers --------------------------------------------------------------------------
 
-def entries_from_config(items: Iterable[dict[str, Any]], source: str) -> list[PeerEntry]:
-    return [PeerEntry(item["address"], item["name"], item["port"], item["switch"], source) for item in items]
+def entries_from_config(items: Iterable[MeshPeerSettings], source: str) -> list[PeerEntry]:
+    return [PeerEntry(item.address, item.name, item.port, item.switch, source) for item in items]
 
 
 def read_peers_file(path: str) -> list[PeerEntry]:
@@ -120,10 +124,10 @@ def read_peers_file(path: str) -> list[PeerEntry]:
         if isinstance(item, str):
             item = {"address": item}
         try:
-            peer = PEER.validate(item, f"peers[{i}]")
+            peer: MeshPeerSettings = PEER.validate(item, f"peers[{i}]")
         except SchemaError as exc:
             raise PeersFileError(f"peers_file {path}: {exc}") from None
-        out.append(PeerEntry(peer["address"], peer["name"], peer["port"], peer["switch"], "file"))
+        out.append(PeerEntry(peer.address, peer.name, peer.port, peer.switch, "file"))
     return out
 
 

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from . import runner
+from .config import PeerSettings
 from .peer_server import ROUTE, TOKEN_HEADER
 from .probes import PerftestProbe, ProbeRun, RunContext
 
@@ -55,22 +56,22 @@ def _secret(path: str, what: str) -> str:
             from None
 
 
-def credentials(peer: dict[str, Any]) -> dict[str, str]:
+def credentials(peer: PeerSettings) -> dict[str, str]:
     """The token header and the basic auth header of a peer, from their files."""
-    headers = {TOKEN_HEADER: _secret(peer["token_file"], "token_file")} if peer["token_file"] else {}
-    if peer["user"]:
-        pair = f"{peer['user']}:{_secret(peer['password_file'], 'password_file')}".encode()
+    headers = {TOKEN_HEADER: _secret(peer.token_file, "token_file")} if peer.token_file else {}
+    if peer.user:
+        pair = f"{peer.user}:{_secret(peer.password_file, 'password_file')}".encode()
         headers["Authorization"] = "Basic " + base64.b64encode(pair).decode("ascii")
     return headers
 
 
-def _ssl(peer: dict[str, Any]) -> ssl.SSLContext | None:
-    if not peer["url"].startswith("https://"):
+def _ssl(peer: PeerSettings) -> ssl.SSLContext | None:
+    if not peer.url.startswith("https://"):
         return None
     try:
-        return ssl.create_default_context(cafile=peer["ca_file"] or None)
+        return ssl.create_default_context(cafile=peer.ca_file or None)
     except (OSError, ssl.SSLError) as exc:
-        raise PeerError("failed", f"ca_file {peer['ca_file']}: {exc}") from None
+        raise PeerError("failed", f"ca_file {peer.ca_file}: {exc}") from None
 
 
 def _error_of(text: str) -> str:
@@ -81,12 +82,12 @@ def _error_of(text: str) -> str:
     return str(doc.get("error", ""))[:300] if isinstance(doc, dict) else text[:200]
 
 
-async def _post(peer: dict[str, Any], body: dict[str, Any]) -> tuple[int, str, str]:
+async def _post(peer: PeerSettings, body: dict[str, Any]) -> tuple[int, str, str]:
     """(status, body text, Retry-After) of one request; PeerError(peer_unreachable) without one."""
     headers = credentials(peer)
     context = _ssl(peer)
-    url = peer["url"].rstrip("/") + ROUTE
-    timeout = aiohttp.ClientTimeout(total=peer["request_timeout"])
+    url = peer.url.rstrip("/") + ROUTE
+    timeout = aiohttp.ClientTimeout(total=peer.request_timeout)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session:
             async with session.post(url, json=body, headers=headers, allow_redirects=False,
@@ -115,14 +116,14 @@ def _answer(status: int, text: str, url: str) -> ServerAnswer:
     return ServerAnswer(port, address)
 
 
-async def request_server(peer: dict[str, Any], body: dict[str, Any], deadline: float) -> ServerAnswer:
+async def request_server(peer: PeerSettings, body: dict[str, Any], deadline: float) -> ServerAnswer:
     """Ask the peer to start a server; a busy peer is asked again (Retry-After, else 1 s) until
     `retry_for` or the monotonic `deadline` runs out."""
-    give_up = min(deadline, time.monotonic() + peer["retry_for"])
+    give_up = min(deadline, time.monotonic() + peer.retry_for)
     while True:
         status, text, retry_after = await _post(peer, body)
         try:
-            return _answer(status, text, peer["url"])
+            return _answer(status, text, peer.url)
         except PeerError as exc:
             wait = float(retry_after) if retry_after.isdigit() else 1.0
             if exc.reason != "peer_busy" or time.monotonic() + wait > give_up:
@@ -134,14 +135,14 @@ class PeerPerftestProbe(PerftestProbe):
     """One perftest binary against one peer: per size, a server started by the peer's daemon
     and this node's client on `local_device`."""
 
-    def __init__(self, name: str, test: str, binary: str, peer: dict[str, Any], local_device: str,
+    def __init__(self, name: str, test: str, binary: str, peer: PeerSettings, local_device: str,
                  sizes: list[int], iterations: int, json_mode: str, gbits: bool, extra_args: list[str],
                  nic_models: dict[str, str]) -> None:
         super().__init__(name, binary, [], sizes, iterations, 0, "", json_mode, gbits, extra_args, nic_models)
         self.test = test
         self.peer = peer
         self.local_device = local_device
-        self.scope = f"peer:{peer['name']}"
+        self.scope = f"peer:{peer.name}"
 
     async def run(self, ctx: RunContext) -> ProbeRun:
         path = runner.resolve(self.binary)
@@ -163,12 +164,12 @@ class PeerPerftestProbe(PerftestProbe):
 
     async def _against_peer(self, path: str, size: int, use_json: bool, ctx: RunContext,
                             run: ProbeRun) -> tuple[str, str] | None:
-        body = {"test": self.test, "device": self.peer["device"], "size": size, "iterations": self.iterations}
+        body = {"test": self.test, "device": self.peer.device, "size": size, "iterations": self.iterations}
         try:
             answer = await request_server(self.peer, body, ctx.deadline)
         except PeerError as exc:
-            return exc.reason, f"peer {self.peer['name']}: {exc}"
-        address = self.peer["address"] or answer.address or urlsplit(self.peer["url"]).hostname or ""
-        tag = f"{self.peer['name']}-{size}"
+            return exc.reason, f"peer {self.peer.name}: {exc}"
+        address = self.peer.address or answer.address or urlsplit(self.peer.url).hostname or ""
+        tag = f"{self.peer.name}-{size}"
         return await self._client(path, self.local_device, answer.port, size, address, self.scope, tag,
                                   use_json, ctx, run)

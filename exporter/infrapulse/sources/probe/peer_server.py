@@ -39,6 +39,7 @@ from aiohttp import web
 from ...http import JsonField, JsonInputError, parse_json_object
 from ...webconfig import BASIC_AUTH_USER
 from . import runner
+from .config import PerftestSettings, ProbeSettings
 from .idle import Idleness
 from .mesh_peers import interface_ipv4
 
@@ -75,11 +76,11 @@ class Limits:
     iterations: dict[str, int]  # the default -n per test
 
     @classmethod
-    def from_config(cls, perftest: dict[str, Any]) -> Limits:
-        server = perftest["peer_server"]
-        return cls(server["port_min"], server["port_max"], server["max_size"], server["max_iterations"],
-                   {"ib_write_lat": perftest["latency_iterations"],
-                    "ib_write_bw": perftest["bandwidth_iterations"]})
+    def from_config(cls, perftest: PerftestSettings) -> Limits:
+        server = perftest.peer_server
+        return cls(server.port_min, server.port_max, server.max_size, server.max_iterations,
+                   {"ib_write_lat": perftest.latency_iterations,
+                    "ib_write_bw": perftest.bandwidth_iterations})
 
 
 @dataclass(frozen=True)
@@ -173,11 +174,11 @@ def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = No
 class PeerServer:
     """The endpoint's state: the running server (one at a time) and the rate limit."""
 
-    def __init__(self, probe_config: dict[str, Any], probe_dir: Path,
+    def __init__(self, probe_config: ProbeSettings, probe_dir: Path,
                  idle_check: Callable[[], Awaitable[Idleness]], devices: Callable[[], dict[str, str]],
                  status: Callable[[str, str], None]) -> None:
-        self.perftest = probe_config["perftest"]
-        self.cfg = self.perftest["peer_server"]
+        self.perftest = probe_config.perftest
+        self.cfg = self.perftest.peer_server
         self.probe_config = probe_config
         self.dir = probe_dir
         self.limits = Limits.from_config(self.perftest)
@@ -191,15 +192,15 @@ class PeerServer:
 
     @property
     def enabled(self) -> bool:
-        return bool(self.cfg["enabled"])
+        return self.cfg.enabled
 
     def check_setup(self) -> None:
         """At start: say in the status whether the endpoint can ever accept a request."""
         if not self.enabled:
             return
-        if self.cfg["token_file"]:
+        if self.cfg.token_file:
             try:
-                read_token(self.cfg["token_file"])
+                read_token(self.cfg.token_file)
             except RequestError as exc:
                 self.status("token_file", str(exc))
                 return
@@ -229,18 +230,18 @@ class PeerServer:
             if exc.status == 401:
                 headers["WWW-Authenticate"] = f'{TOKEN_HEADER} realm="infrapulse"'
             if exc.status == 429:
-                wait = self.cfg["min_interval"] - (time.monotonic() - self.last_start)
+                wait = self.cfg.min_interval - (time.monotonic() - self.last_start)
                 headers["Retry-After"] = str(max(int(wait) + 1, 1))
             return _json(exc.status, {"error": str(exc)}, headers)
 
     def authorize(self, request: web.Request) -> None:
         user = request.get(BASIC_AUTH_USER)
-        token_file = self.cfg["token_file"]
+        token_file = self.cfg.token_file
         if not token_file and user is None:
             raise RequestError(403, "no authentication is configured for this endpoint: set "
                                     "sources.probe.perftest.peer_server.token_file or basic_auth_users "
                                     "in the web config")
-        if user is not None and self.cfg["allowed_users"] and user not in self.cfg["allowed_users"]:
+        if user is not None and self.cfg.allowed_users and user not in self.cfg.allowed_users:
             raise RequestError(403, f"user {user!r} may not start perftest servers")
         if token_file and not token_matches(request.headers.get(TOKEN_HEADER), read_token(token_file)):
             raise RequestError(401, f"missing or wrong {TOKEN_HEADER}")
@@ -262,13 +263,14 @@ class PeerServer:
     async def start(self, req: ServerRequest, remote: str) -> web.Response:
         if self.task is not None and not self.task.done():
             raise RequestError(409, "busy: a perftest server for a peer is already running")
-        if time.monotonic() - self.last_start < self.cfg["min_interval"]:
-            raise RequestError(429, f"at most one perftest server every {self.cfg['min_interval']:g}s")
-        binary = self.perftest["latency_binary" if req.test == "ib_write_lat" else "bandwidth_binary"]
+        if time.monotonic() - self.last_start < self.cfg.min_interval:
+            raise RequestError(429, f"at most one perftest server every {self.cfg.min_interval:g}s")
+        lat = req.test == "ib_write_lat"
+        binary = self.perftest.latency_binary if lat else self.perftest.bandwidth_binary
         path = runner.resolve(binary) if binary else None
         if path is None:
             raise RequestError(503, f"{req.test}: no binary on this node ({binary or 'not configured'})")
-        allowed = self.cfg["devices"] or sorted(self.devices())
+        allowed = self.cfg.devices or sorted(self.devices())
         if req.device not in allowed:
             raise RequestError(400, f"device {req.device!r} is not one this node serves "
                                     f"({', '.join(allowed) or 'no RDMA device'})")
@@ -293,29 +295,28 @@ class PeerServer:
             raise RequestError(503, f"cannot start {req.test}: {exc.strerror or exc}") from None
         stack.callback(shutil.rmtree, workdir, True)
         self.last_start = time.monotonic()
-        deadline = process.started + self.cfg["timeout"]
+        deadline = process.started + self.cfg.timeout
         self.task = asyncio.create_task(self._serve(process, stack, req, port, remote, deadline),
                                         name="probe:perftest-server")
         if not await _ready(process, min(deadline, time.monotonic() + READY_SECONDS)):
             await self.close()
             raise RequestError(503, f"{req.test} server did not start: {process.output()[-300:].strip()}")
-        address = self.cfg["address"] or netdev_address(self.probe_config["versions"]["sysfs_root"],
-                                                        req.device)
+        address = self.cfg.address or netdev_address(self.probe_config.versions.sysfs_root, req.device)
         log.info("perftest server started for a peer", extra={
             "remote": remote, "test": req.test, "device": req.device, "port": port, "size": req.size})
         return _json(200, {"test": req.test, "device": req.device, "port": port, "address": address,
                            "size": req.size, "iterations": req.iterations,
-                           "timeout": self.cfg["timeout"]})
+                           "timeout": self.cfg.timeout})
 
     def _spawn(self, path: str, req: ServerRequest, port: int) -> tuple[runner.Process, Path]:
         self.dir.mkdir(parents=True, exist_ok=True)
         workdir = Path(tempfile.mkdtemp(prefix="perftest-server.", dir=self.dir))
         argv = [path, "-d", req.device, "-p", str(port), "-s", str(req.size), "-n", str(req.iterations),
-                *self.perftest["extra_args"]]
-        env = {**os.environ, **self.probe_config["env"]}
+                *self.perftest.extra_args]
+        env = {**os.environ, **self.probe_config.env}
         try:
             process = runner.Process(argv, workdir / "server.txt", env, str(workdir),
-                                     self.probe_config["nice"], self.probe_config["io_idle"])
+                                     self.probe_config.nice, self.probe_config.io_idle)
         except OSError:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
@@ -329,7 +330,7 @@ class PeerServer:
             self.status("serving", what)
             outcome = await process.wait(deadline)
             if outcome.status == "timeout":
-                self.status("timeout", f"{what}: no test within {self.cfg['timeout']:g}s; killed")
+                self.status("timeout", f"{what}: no test within {self.cfg.timeout:g}s; killed")
             elif outcome.status == "ok":
                 self.status("served", what)
             else:

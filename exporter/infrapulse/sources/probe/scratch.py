@@ -11,17 +11,17 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from .config import ProbeSettings
 from .probes import NcclProbe, PerftestProbe, ProbeRun, RunContext
 
 
-async def run_probe(probe: NcclProbe | PerftestProbe, parent: Path, cfg: dict[str, Any],
+async def run_probe(probe: NcclProbe | PerftestProbe, parent: Path, cfg: ProbeSettings,
                     gpu_count: Callable[[], int]) -> ProbeRun:
     workdir = Path(tempfile.mkdtemp(prefix=f"{probe.name}.", dir=parent))
     try:
-        ctx = RunContext(workdir, time.monotonic() + cfg["timeout"], {**os.environ, **cfg["env"]},
-                         cfg["nice"], cfg["io_idle"])
+        ctx = RunContext(workdir, time.monotonic() + cfg.timeout, {**os.environ, **cfg.env}, cfg.nice,
+                         cfg.io_idle)
         return await (probe.run(ctx, gpu_count()) if isinstance(probe, NcclProbe) else probe.run(ctx))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -34,7 +34,7 @@ from ...store import stale_after
 from ..base import Source, SourceContext
 from . import attempts, idle, inbox_ingest, peer_server, probe_set, schedule, scratch, snapshot, verdicts
 from .baseline import Settings
-from .config import CONFIG
+from .config import CONFIG, ProbeSettings
 from .probes import ProbeRun
 from .runner import ProbeBusy, probe_lock
 from .state import StateError, StateFile
@@ -43,27 +43,27 @@ from .versions import read_versions
 STATE_TARGET = "state"
 
 
-class ProbeSource(Source[Any]):
+class ProbeSource(Source[ProbeSettings]):
     name = "probe"
     role = "node"
     CONFIG = CONFIG
     ROUTES = (("POST", peer_server.ROUTE, "perftest_server_handler"),)
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: ProbeSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.dir = Path(ctx.state_dir or "/var/lib/infrapulse") / "probe"
         self.file = StateFile(self.dir)
         self.state: dict[str, Any] = {}
-        self.settings = Settings.from_config(config["baseline"])
+        self.settings = Settings.from_config(config.baseline)
         self.rng = random.Random()
         self.running: asyncio.Task[None] | None = None
         self._busy_slot: float | None = None  # the scheduled run a busy skip was counted for
         self._dirty = False  # the state changed since it was last saved
         opener = ctx.options.get(idle.GPU_ACTIVITY_KEY)
         self.gpu: idle.GpuActivity | None = None
-        if config["idle"]["gpu_processes"]:
+        if config.idle.gpu_processes:
             self.gpu = opener() if opener is not None else idle.NvmlActivity()
-        rdma_devices = functools.partial(probe_set.rdma_devices, config["versions"]["sysfs_root"])
+        rdma_devices = functools.partial(probe_set.rdma_devices, config.versions.sysfs_root)
         self.peer_server = peer_server.PeerServer(config, self.dir, self.idleness, rdma_devices,
                                                   self._server_status)
 
@@ -76,10 +76,10 @@ class ProbeSource(Source[Any]):
                 break
             except StateError as exc:
                 self.store.record_failure(self.name, STATE_TARGET, "state_dir", str(exc))
-                await asyncio.sleep(self.config["check_interval"])
+                await asyncio.sleep(self.config.check_interval)
         while True:
             await self.tick(time.time())
-            await asyncio.sleep(self.config["check_interval"])
+            await asyncio.sleep(self.config.check_interval)
 
     def start(self, now: float) -> None:
         """Load the saved state (raises StateError when the state directory is unusable)."""
@@ -89,10 +89,10 @@ class ProbeSource(Source[Any]):
             attempts.entry(self.state, probe, now)
         if not self.state["versions"]:
             self.state["versions"] = self.read_versions()
-        schedule.first_due(self.state, self.config["change_delay"], now)
-        if self.config["inbox"]["dir"]:
+        schedule.first_due(self.state, self.config.change_delay, now)
+        if self.config.inbox.dir:
             try:  # created by the daemon's user, so jobs running as that user can write into it
-                Path(self.config["inbox"]["dir"]).mkdir(parents=True, exist_ok=True)
+                Path(self.config.inbox.dir).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 self.log.warning("cannot create the inbox directory", extra={"error": str(exc)})
         self._dirty = True
@@ -116,11 +116,11 @@ class ProbeSource(Source[Any]):
         self.publish(now)
 
     def read_versions(self) -> dict[str, str]:
-        v = self.config["versions"]
-        return read_versions(v["sysfs_root"], v["nccl_library"], v["files"])
+        v = self.config.versions
+        return read_versions(v.sysfs_root, v.nccl_library, v.files)
 
     def check_versions(self, now: float) -> None:
-        changes = schedule.take_versions(self.state, self.read_versions(), self.config["change_delay"], now)
+        changes = schedule.take_versions(self.state, self.read_versions(), self.config.change_delay, now)
         if changes:
             self.log.info("versions changed; probing soon", extra={"changes": describe_change(changes)})
             self._dirty = True
@@ -128,9 +128,8 @@ class ProbeSource(Source[Any]):
     # -- running -----------------------------------------------------------------------------
 
     async def idleness(self) -> idle.Idleness:
-        cfg = self.config["idle"]
-        return await asyncio.to_thread(idle.check, self.store, self.gpu, cfg["serving"],
-                                       cfg["maintenance_file"])
+        cfg = self.config.idle
+        return await asyncio.to_thread(idle.check, self.store, self.gpu, cfg.serving, cfg.maintenance_file)
 
     async def start_due_run(self, now: float) -> None:
         slot = schedule.due(self.state, now)
@@ -167,7 +166,7 @@ class ProbeSource(Source[Any]):
             self.skip_busy(slot, str(exc))
             return
         now = time.time()
-        schedule.ran(self.state, pending, self.config["interval"], self.config["jitter"], self.rng, now)
+        schedule.ran(self.state, pending, self.config.interval, self.config.jitter, self.rng, now)
         self._busy_slot = None
         self._dirty = True
         self.save()
@@ -220,8 +219,8 @@ class ProbeSource(Source[Any]):
             self.store.record_failure(self.name, STATE_TARGET, "state_dir", str(exc))
 
     def publish(self, now: float) -> None:
-        snap = snapshot.build(self.state, set(probe_set.names(self.config)), self.config["max_age"], now)
-        self.store.publish(self.name, "probe", snap, stale_after(self.config["check_interval"]))
+        snap = snapshot.build(self.state, set(probe_set.names(self.config)), self.config.max_age, now)
+        self.store.publish(self.name, "probe", snap, stale_after(self.config.check_interval))
 
 
 SOURCE = ProbeSource
