@@ -273,7 +273,9 @@ class ListOf(Field):
         return f"list of {self.item.type_doc()}"
 
     def default_value(self) -> Any:
-        return list(self.default) if self.default is not None else None
+        # Validated like a configured value: a default written as mappings (as the docs show it)
+        # gives settings instances, a fresh list each time.
+        return self.validate(list(self.default), "") if self.default is not None else None
 
     def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, list):
@@ -294,7 +296,7 @@ class MapOf(Field):
         return f"mapping of string to {self.value.type_doc()}"
 
     def default_value(self) -> Any:
-        return dict(self.default or {})
+        return self.validate(dict(self.default or {}), "")
 
     def validate(self, value: Any, path: str) -> Any:
         if not isinstance(value, dict):

@@ -30,15 +30,6 @@ DEFAULT_NCCL_RUNS = [
 ]
 
 
-@dataclass
-class _SectionList(ListOf):
-    """A ListOf sections whose default (written as mappings, as the docs show it) is validated like
-    a configured value, so an unset key gives settings instances too, never the raw mappings."""
-
-    def default_value(self) -> Any:
-        return self.validate(self.default, "") if self.default is not None else None
-
-
 @settings("An absolute floor: a run worse than it is `below_floor` whatever its history.")
 @dataclass(kw_only=True, slots=True)
 class FloorSettings(Settings):
@@ -144,8 +135,8 @@ class NcclSettings(Settings):
     enabled: bool = setting(Bool("Run nccl-tests.", default=True))
     binary: str = setting(Str("all_reduce_perf (or another *_perf), absolute or looked up in PATH.",
                               default="all_reduce_perf"))
-    runs: list[NcclRunSettings] = setting(_SectionList("The runs, each a probe of its own.", item=NCCL_RUN,
-                                                       default=DEFAULT_NCCL_RUNS))
+    runs: list[NcclRunSettings] = setting(ListOf("The runs, each a probe of its own.", item=NCCL_RUN,
+                                                  default=DEFAULT_NCCL_RUNS))
     gpus: int = setting(Int("GPUs to use ({gpus}); 0: as many as the nvml/dcgm source sees (at least 1).",
                             default=0, min=0))
     json: bool = setting(Bool("Also write -J JSON (nccl-tests 2.17.4+) and read it back; its shape is not "
