@@ -12,6 +12,7 @@ Run: PYTHONPATH=exporter .venv/bin/python bench/memory_per_series.py [--switches
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import sys
 import tracemalloc
@@ -41,10 +42,10 @@ def build(switches: int, interval: float) -> tuple[Any, ...]:
     from infrapulse.metrics import DaemonState, make_registry
 
     fabric = health_pass.Fabric(switches)
-    health = {**default_config().health, **health_pass.HEALTH}
+    health = dataclasses.replace(default_config().health, **health_pass.HEALTH)
     service = HealthService(fabric.store, health, "node000", interval)
     now = 1.8e9
-    for _ in range(int(health["event_window"] / interval) + 2):
+    for _ in range(int(health.event_window / interval) + 2):
         now += interval
         fabric.advance(now)
         service.tick(now)

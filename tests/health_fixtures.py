@@ -6,6 +6,7 @@ import math
 import time
 
 from infrapulse import config as config_mod
+from infrapulse.health.config import HealthSettings
 from infrapulse.health.service import HealthService
 from infrapulse.store import Histogram, Snapshot, Store
 
@@ -15,7 +16,7 @@ WINDOW = 60.0
 STALE = 10_000.0  # hand-built snapshots carry past timestamps: never expire them in a test
 
 
-def health_config(extra: str = "") -> dict:
+def health_config(extra: str = "") -> HealthSettings:
     # link.window 1m: two readings a window apart cover it, as they cover `window`.
     return config_mod.load_text("interval: 5s\nhealth:\n  window: 1m\n  event_window: 5m\n"
                                 "  link: {window: 1m, baseline_window: 10m}\n" + extra).health

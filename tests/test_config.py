@@ -11,6 +11,7 @@ import pytest
 
 from infrapulse import cli
 from infrapulse import config as config_mod
+from infrapulse.health.config import ThresholdPair
 from infrapulse.schema import parse_duration
 
 
@@ -169,7 +170,7 @@ def test_thresholds_with_good_worse_than_bad_are_errors(thresholds, message):
 def test_thresholds_in_the_right_direction_still_load():
     cfg = config_mod.load_text("health:\n  slo: {ttft_p95_seconds: 2}\n  thresholds:\n"
                                "    ecn_marked_ratio: {good: 0.01, bad: 0.2}\n    ttft_p95: {bad: 3}\n")
-    assert cfg.health["thresholds"]["ttft_p95"] == {"good": None, "bad": 3.0}
+    assert cfg.health.thresholds["ttft_p95"] == ThresholdPair(good=None, bad=3.0)
 
 
 def test_serving_history_loads_with_a_deprecation_warning(tmp_path):

@@ -214,9 +214,9 @@ def _fabric_service(reference: bool) -> tuple[HealthService, Any]:
     service = HealthService(fabric.store, health_config(), "node000", 15.0)
     if reference:
         service.readings = _Reference(
-            {"window": service.config["window"], "event_window": service.config["event_window"],
-             "link_window": service.config["link"]["window"],
-             "link_baseline": service.config["link"]["baseline_window"]},
+            {"window": service.config.window, "event_window": service.config.event_window,
+             "link_window": service.config.link.window,
+             "link_baseline": service.config.link.baseline_window},
             SPARSE_COUNTERS)  # type: ignore[assignment]
     return service, fabric
 

@@ -224,9 +224,9 @@ def test_bad_health_config_names_the_key(text, key):
 
 def test_partial_weights_keep_the_other_defaults():
     cfg = config_mod.load_text("health: {weights: {gpu: 1.0}}").health
-    assert cfg["weights"] == {"network": 0.3, "rdma": 0.15, "gpu": 1.0, "serving": 0.3, "topology": 0.1,
-                              "probe": 0.15}
-    assert "link_flaps" in cfg["critical_signals"] and "ecn_marked_ratio" not in cfg["critical_signals"]
+    assert cfg.weights == {"network": 0.3, "rdma": 0.15, "gpu": 1.0, "serving": 0.3, "topology": 0.1,
+                           "probe": 0.15}
+    assert "link_flaps" in cfg.critical_signals and "ecn_marked_ratio" not in cfg.critical_signals
 
 
 def test_smoother_drops_at_once_and_eases_recovery():

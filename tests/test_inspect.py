@@ -17,6 +17,7 @@ from conftest import running_daemon
 from health_fixtures import Feed, service_for
 from helpers import real
 from infrapulse.inspect.compare import MOVED, counter_rate, windows
+from infrapulse.inspect.config import InspectSettings, SwitchPrometheusSettings
 from infrapulse.inspect.inspection import findings
 from infrapulse.inspect.recorder import Recorder
 from infrapulse.inspect.reports import ReportStore
@@ -250,7 +251,7 @@ def test_an_unwritable_state_dir_keeps_reports_in_memory_and_counts(tmp_path: Pa
 
 # -- through the health service ------------------------------------------------------------------
 
-def _inspect_config(extra: str = "") -> dict:
+def _inspect_config(extra: str = "") -> InspectSettings:
     from infrapulse import config as config_mod
 
     return config_mod.load_text("inspect:\n  before: 20s\n  since: 5s\n" + extra).inspect
@@ -529,8 +530,9 @@ async def _with_prometheus(fake: FakePrometheus, tmp_path: Path, url_userinfo: s
     port = runner.addresses[0][1]
     token_file = tmp_path / "token"
     token_file.write_text("tok-123\n")
-    cfg = {"url": f"http://{url_userinfo}127.0.0.1:{port}", "timeout": 5.0,
-           "bearer_token_file": str(token_file) if token else ""}
+    cfg = SwitchPrometheusSettings.SCHEMA.validate(
+        {"url": f"http://{url_userinfo}127.0.0.1:{port}", "timeout": "5s",
+         "bearer_token_file": str(token_file) if token else ""}, "inspect.switch_prometheus")
     win = Windows((T0 - 30, T0), (T0 + 5, T0 + 15), T0 + 5, T0)
     try:
         return await SwitchSide(cfg, "gpu-node-09").findings(win)

@@ -125,16 +125,16 @@ def test_default_rules_carry_the_signals_bad_thresholds():
     assert _after(rules["InfrapulseNicPhyErrorsWhileUp"]["expr"], "without_carrier_loss:increase10m") == \
         [bad["link_half_dead"]]
     health = default_config().health
-    window = linkrules.duration(health["link"]["window"])
+    window = linkrules.duration(health.link.window)
     for name in ("instance_interface:infrapulse_nic_link_transitions:increase10m",
                  linkrules.SWITCH_TRANSITIONS,
                  "instance_interface_basis:infrapulse_nic_post_fec_ber:ratio_rate10m"):
         assert _ranges(rules[name]["expr"]) == {window}
     before = rules["instance_interface_basis:infrapulse_nic_pre_fec_ber:ratio_rate1h_before10m"]["expr"]
-    assert f"[{linkrules.duration(health['link']['baseline_window'])}] offset {window}" in before
+    assert f"[{linkrules.duration(health.link.baseline_window)}] offset {window}" in before
     rise = rules["instance_interface:infrapulse_nic_pre_fec_ber_rise:ratio"]["expr"]
     floor = re.search(r"\), ([0-9.e+-]+)\)\s*$", rise)[1]
-    assert float(floor) == health["link"]["pre_fec_ber_floor"]
+    assert float(floor) == health.link.pre_fec_ber_floor
 
 
 def test_thresholds_are_the_scorers_settings():

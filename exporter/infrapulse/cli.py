@@ -150,7 +150,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(f"config error: {args.config}: health.link: {exc}", file=sys.stderr)
         return 2
     source = f"by `infrapulse rules --config {args.config}`" if args.config else linkrules.DEFAULT_SOURCE
-    base = cfg.health["runbook_base_url"]
+    base = cfg.health.runbook_base_url
     elsewhere = linkrules.patched_differ(t, linkrules.thresholds(default_config().health))
     others = ", ".join(linkrules.PATCHED_RULES)
     if args.output == "-":

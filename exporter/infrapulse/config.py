@@ -11,13 +11,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from . import schema
 from .httpsettings import HttpSettings
 from .schema import Duration, HostPort, SchemaError, Section, Settings, Str, setting
+
+if TYPE_CHECKING:
+    from .health.config import HealthSettings
+    from .inspect.config import InspectSettings
 
 DEFAULT_LISTEN = "0.0.0.0:9477"
 
@@ -115,8 +119,8 @@ class Config(Settings):
         "it.", default="/var/lib/infrapulse"))
     http: HttpSettings = setting(HttpSettings.SCHEMA)
     # Declared by their subsystems (root_schema adds their Sections): always given by validation.
-    health: Any = dataclasses.field()
-    inspect: Any = dataclasses.field()
+    health: HealthSettings = dataclasses.field()
+    inspect: InspectSettings = dataclasses.field()
     sources: dict[str, Any] = dataclasses.field()  # source name -> that source's settings
 
 

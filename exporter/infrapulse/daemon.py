@@ -291,12 +291,12 @@ def compose_services(config: Config, store: Store, hostname: str) -> list[Servic
     reports, so they run only with health."""
     out: list[Service] = []
     health_cfg = config.health
-    if not health_cfg["enabled"]:
+    if not health_cfg.enabled:
         return out
     reports: Channel[Report] = Channel()
-    interval = health_cfg["interval"] or config.interval
+    interval = health_cfg.interval or config.interval
     out.append(HealthService(store, health_cfg, hostname, interval, reports))
-    if config.inspect["enabled"]:
+    if config.inspect.enabled:
         out.append(InspectionService(store, reports, config.inspect, config.state_dir, hostname,
                                      interval))
     return out

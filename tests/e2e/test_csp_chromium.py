@@ -88,7 +88,9 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
     cfg = demo.demo_config(parts, f"127.0.0.1:{port}", "1s")
     cfg.http["csp_report_uri"] = f"http://127.0.0.1:{collector_port}/csp"
     # No automatic inspection (the scenarios would leave one pending): the page comes from a POST.
-    cfg.inspect.update(allow_unauthenticated=True, on_demand_min_interval=0.0, score_below=0.0)
+    cfg.inspect.allow_unauthenticated = True
+    cfg.inspect.on_demand_min_interval = 0.0
+    cfg.inspect.score_below = 0.0
     daemon = Daemon(cfg, hostname=ctx.hostname, source_options={OPEN_FAKE_KEY: open_fake})
     daemon.add_service(demo.scenario_service(board))
     browser = Browser()

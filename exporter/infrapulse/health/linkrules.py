@@ -27,11 +27,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ..schema import format_duration
 from . import affected_annotation
-from .config import DEFAULT_RUNBOOK_BASE
+from .config import DEFAULT_RUNBOOK_BASE, HealthSettings
 from .scoring import resolve_settings
 from .signals.link import IB_DOWN_TRANSITIONS
 
@@ -56,18 +55,18 @@ class LinkThresholds:
     pre_fec_ber_floor: float  # health.link.pre_fec_ber_floor
 
 
-def thresholds(health: dict[str, Any]) -> LinkThresholds:
+def thresholds(health: HealthSettings) -> LinkThresholds:
     """The link thresholds of a loaded config's `health:` section (the scorer's own settings)."""
     settings = resolve_settings(health)
-    link = health["link"]
+    link = health.link
     return LinkThresholds(
         flaps=settings["link_flaps"].bad,
         half_dead=settings["link_half_dead"].bad,
         post_fec_ber=settings["link_post_fec_ber"].bad,
         pre_fec_ber_rise=settings["link_pre_fec_ber_rise"].bad,
         window=settings["link_flaps"].window_seconds,
-        baseline_window=link["baseline_window"],
-        pre_fec_ber_floor=link["pre_fec_ber_floor"],
+        baseline_window=link.baseline_window,
+        pre_fec_ber_floor=link.pre_fec_ber_floor,
     )
 
 

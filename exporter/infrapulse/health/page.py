@@ -23,11 +23,12 @@ from typing import Any
 
 from .. import __version__
 from .blast import affected_text
+from .config import StatusThresholdsSettings
 from .runbooks import runbook_for, runbook_url
 from .sparkline import sparkline_svg
 
 COLORS = {"healthy": "#2e7d32", "degraded": "#ef6c00", "critical": "#c62828", "unknown": "#757575"}
-DEFAULT_BANDS = {"degraded": 80.0, "critical": 50.0}
+DEFAULT_BANDS = StatusThresholdsSettings(degraded=80.0, critical=50.0)
 STYLESHEET = "/static/health.css"
 SCRIPT = "/static/scenarios.js"
 STATIC = {STYLESHEET: ("health.css", "text/css"), SCRIPT: ("scenarios.js", "text/javascript")}
@@ -55,10 +56,10 @@ def _fmt(score: float | None) -> str:
     return "–" if score is None else f"{score:.0f}"
 
 
-def status_of(score: float | None, bands: dict[str, float]) -> str:
+def status_of(score: float | None, bands: StatusThresholdsSettings) -> str:
     if score is None:
         return "unknown"
-    return "critical" if score < bands["critical"] else "degraded" if score < bands["degraded"] else "healthy"
+    return "critical" if score < bands.critical else "degraded" if score < bands.degraded else "healthy"
 
 
 def gauge_svg(score: float | None, status: str) -> str:
@@ -82,7 +83,7 @@ def gauge_svg(score: float | None, status: str) -> str:
             f'{_esc(status)}</text></svg>')
 
 
-def component_bars(components: list[dict[str, Any]], bands: dict[str, float]) -> str:
+def component_bars(components: list[dict[str, Any]], bands: StatusThresholdsSettings) -> str:
     rows = []
     for comp in components:
         if not comp["applicable"]:
@@ -342,11 +343,13 @@ def updated_at(timestamp: float) -> str:
 
 def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[tuple[float, float | None]],
            span: float, hostname: str, role: str, links: Sequence[tuple[str, str]] = (), *,
-           bands: dict[str, float] | None = None, inventory: dict[str, list[dict[str, Any]]] | None = None,
+           bands: StatusThresholdsSettings | None = None,
+           inventory: dict[str, list[dict[str, Any]]] | None = None,
            scenarios: Callable[[], dict[str, Any]] | dict[str, Any] | None = None, runbook_base: str = "",
            now: float | None = None) -> str:
     now = time.time() if now is None else now
     bands = bands or DEFAULT_BANDS
+    levels = {"degraded": bands.degraded, "critical": bands.critical}  # the sparkline's dashed lines
     score, status = report["score"], report["status"]
     capped = ""
     if report["capped_by"]:
@@ -371,7 +374,7 @@ def render(report: dict[str, Any], sources: list[dict[str, Any]], history: list[
 {capped}{status_reasons(report.get("status_reasons", []))}</div>
 <div><h2>Components</h2><div id="components">{component_bars(report["components"], bands)}</div></div>
 </div>
-<h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span, bands)}
+<h2>Score, last {span / 60:.0f} minutes</h2>{sparkline_svg(history, now, span, levels)}
 <h2>Top detractors</h2>
 <div id="detractors">{detractor_list(report["detractors"], runbook_base, switches)}</div>
 {serving_table(report)}

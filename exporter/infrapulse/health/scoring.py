@@ -29,6 +29,7 @@ from operator import attrgetter, itemgetter, mul, ne
 from typing import Any, NamedTuple, overload
 
 from .blast import Affected, WorkloadIndex
+from .config import HealthSettings
 from .coverage import CoverageNote
 from .latency import EndpointLatency
 from .reasons import format_threshold, format_value, sentence
@@ -72,26 +73,26 @@ class Settings:
     window_seconds: float
 
 
-def resolve_settings(cfg: dict[str, Any]) -> dict[str, Settings]:
+def resolve_settings(cfg: HealthSettings) -> dict[str, Settings]:
     """Signal defaults overlaid with the `health:` config (thresholds, SLOs, weights, critical)."""
-    overrides = cfg["thresholds"]
-    slo = cfg["slo"]
-    windows = {"window": cfg["window"], "event_window": cfg["event_window"], "instant": cfg["window"],
-               "link_window": cfg["link"]["window"]}
-    critical = set(cfg["critical_signals"])  # the schema fills in the signals marked critical
+    overrides = cfg.thresholds
+    slo = cfg.slo
+    windows = {"window": cfg.window, "event_window": cfg.event_window, "instant": cfg.window,
+               "link_window": cfg.link.window}
+    critical = set(cfg.critical_signals)  # the schema fills in the signals marked critical
     out = {}
     for name, signal in SIGNALS.items():
         good, bad = signal.good, signal.bad
         if name == "ttft_p95":
-            good, bad = slo["ttft_p95_seconds"], 2 * slo["ttft_p95_seconds"]
+            good, bad = slo.ttft_p95_seconds, 2 * slo.ttft_p95_seconds
         elif name == "itl_p95":
-            good, bad = slo["itl_p95_seconds"], 2 * slo["itl_p95_seconds"]
+            good, bad = slo.itl_p95_seconds, 2 * slo.itl_p95_seconds
         base = overrides.get(signal.thresholds_from) if signal.thresholds_from else None
         for source in (base, overrides.get(name)):
             if source:
-                good = source["good"] if source["good"] is not None else good
-                bad = source["bad"] if source["bad"] is not None else bad
-        weight = cfg["signal_weights"].get(name, signal.weight)  # unnamed signals keep their own
+                good = source.good if source.good is not None else good
+                bad = source.bad if source.bad is not None else bad
+        weight = cfg.signal_weights.get(name, signal.weight)  # unnamed signals keep their own
         out[name] = Settings(good, bad, weight, name in critical, windows[signal.window])
     return out
 
@@ -300,15 +301,15 @@ class Report:
     links: list[dict[str, str]] = field(default_factory=list)
 
 
-def status_of(score: float | None, cfg: dict[str, Any], slo_breached: bool = False) -> str:
+def status_of(score: float | None, cfg: HealthSettings, slo_breached: bool = False) -> str:
     """The status word of a score in the configured bands alone (a breached latency SLO is never
     healthy). The published status is the worst of this and each signal's state: `apply_status`."""
     if score is None:
         return UNKNOWN
-    levels = cfg["status_thresholds"]
-    if score < levels["critical"]:
+    levels = cfg.status_thresholds
+    if score < levels.critical:
         return CRITICAL
-    if score < levels["degraded"] or slo_breached:
+    if score < levels.degraded or slo_breached:
         return DEGRADED
     return HEALTHY
 
@@ -355,7 +356,7 @@ def signal_states(components: dict[str, ComponentResult]) -> list[StatusReason]:
     return out
 
 
-def apply_status(report: Report, cfg: dict[str, Any]) -> None:
+def apply_status(report: Report, cfg: HealthSettings) -> None:
     """The status: the worst of the score's band (the published, smoothed score) and the state of
     each signal (`signal_states`); a status that would read healthy with too little of the
     weight measured reads unknown. The same rule per component (the status page colours
@@ -368,10 +369,11 @@ def apply_status(report: Report, cfg: dict[str, Any]) -> None:
     band = status_of(report.score, cfg)
     report.status = worst_status(band, *(r.status for r in report.status_reasons))
     if band != HEALTHY and report.score is not None:
-        level = cfg["status_thresholds"][CRITICAL if band == CRITICAL else DEGRADED]
+        levels = cfg.status_thresholds
+        level = levels.critical if band == CRITICAL else levels.degraded
         text = f"score {report.score:g} is below the {band} band ({level:g})"
         report.status_reasons.insert(0, StatusReason(band, "score_band", "", "", "", 0, text))
-    floor = float(cfg.get("coverage_floor", 0.0))
+    floor = float(cfg.coverage_floor)
     if report.status == HEALTHY and report.coverage < floor:
         report.status = UNKNOWN
         report.status_reasons.append(StatusReason(
@@ -436,12 +438,12 @@ def _scored(values: list[Measurement], good: float, bad: float) -> RankedTargets
     return RankedTargets(values, scores, order)
 
 
-def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
+def evaluate(measured: dict[str, list[Measurement] | None], cfg: HealthSettings,
              settings: dict[str, Settings] | None = None, timestamp: float | None = None,
              max_detractors: int | None = None) -> Report:
     """Score one pass. `measured[name]` is None when the signal does not apply here."""
     settings = settings or resolve_settings(cfg)
-    weights = cfg["weights"]  # every component: the schema fills in the ones not named
+    weights = cfg.weights  # every component: the schema fills in the ones not named
     components: dict[str, ComponentResult] = {}
     for name, signal in SIGNALS.items():
         values = measured.get(name)
@@ -479,7 +481,7 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
     coverage = (sum(c.weight * c.coverage for c in applicable_components) / total_weight
                 if total_weight > 0 else 0.0)
     firing = sorted(s.signal.name for c in components.values() for s in c.signals if s.firing)
-    cap = float(cfg["critical_cap"])
+    cap = float(cfg.critical_cap)
     score = raw
     capped_by: list[str] = []
     if raw is not None and firing and raw > cap:
@@ -491,10 +493,10 @@ def evaluate(measured: dict[str, list[Measurement] | None], cfg: dict[str, Any],
         score=score, raw_score=raw, status=UNKNOWN, coverage=coverage,
         components=components, detractors=[], capped_by=capped_by, cap=cap if firing else None,
         firing=firing,
-        window_seconds=cfg["window"], event_window_seconds=cfg["event_window"],
+        window_seconds=cfg.window, event_window_seconds=cfg.event_window,
         slo_breaches=breaches,
     )
-    report.detractors = top_detractors(report, max_detractors or cfg["detractors"])
+    report.detractors = top_detractors(report, max_detractors or cfg.detractors)
     report.component_scores = {name: c.score for name, c in components.items()}
     apply_status(report, cfg)
     return report

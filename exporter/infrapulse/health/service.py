@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -34,6 +34,7 @@ from ..services import Channel
 from ..store import Snapshot, Store, stale_after
 from . import page
 from .blast import WorkloadIndex
+from .config import HealthSettings
 from .coverage import coverage_notes
 from .families import (
     COMPONENT_SCORE,
@@ -68,6 +69,16 @@ METRIC_STATUS_REASONS = 5  # and of infrapulse_health_status_reason_info
 HISTORY_STEP_SECONDS = 10.0  # one sparkline point per 10 s at most
 
 
+class Reloaded(Protocol):
+    """What `reload` reads of the daemon's whole new config (`infrapulse.config.Config`, a layer
+    above this package, which must not be imported here)."""
+
+    interval: float  # the daemon's default interval
+
+    @property
+    def health(self) -> HealthSettings: ...
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Hold the cyclic GC off for one pass. A pass makes tens of thousands of short-lived objects
@@ -90,7 +101,7 @@ class HealthService:
 
     name = "health"
 
-    def __init__(self, store: Store, config: dict[str, Any], hostname: str, interval: float,
+    def __init__(self, store: Store, config: HealthSettings, hostname: str, interval: float,
                  reports: Channel[Report] | None = None) -> None:
         self.store = store
         self.reports: Channel[Report] = reports if reports is not None else Channel()
@@ -101,26 +112,26 @@ class HealthService:
         self._json: dict[str, Any] | None = None
         self.workloads = WorkloadIndex(hostname)
         # Windowed TTFT/ITL per serving endpoint: fed from the store every pass, kept across reloads.
-        self.latency = QuantileTracker(config["window"])
+        self.latency = QuantileTracker(config.window)
         self.configure(config)
 
     # -- configuration -------------------------------------------------------------------------
 
-    def configure(self, config: dict[str, Any]) -> None:
+    def configure(self, config: HealthSettings) -> None:
         """(Re)build everything that depends on the `health:` section. History is kept."""
         self.config = config
         self.settings = resolve_settings(config)
-        self.readings = Readings({"window": config["window"], "event_window": config["event_window"],
-                                  "link_window": config["link"]["window"],
-                                  "link_baseline": config["link"]["baseline_window"]}, SPARSE_COUNTERS)
-        self.smoother = Smoother(config["smoothing"]["recovery"], config["smoothing"]["hysteresis"])
+        self.readings = Readings({"window": config.window, "event_window": config.event_window,
+                                  "link_window": config.link.window,
+                                  "link_baseline": config.link.baseline_window}, SPARSE_COUNTERS)
+        self.smoother = Smoother(config.smoothing.recovery, config.smoothing.hysteresis)
         self.counters = counters_by_window()
-        self.latency.set_window(config["window"])
-        span = config["history"]
+        self.latency.set_window(config.window)
+        span = config.history
         self.history = deque(self.history, maxlen=max(int(span / HISTORY_STEP_SECONDS), 2))
 
-    def reload(self, full_config: Any) -> None:
-        self.interval = full_config.health["interval"] or full_config.interval
+    def reload(self, full_config: Reloaded) -> None:
+        self.interval = full_config.health.interval or full_config.interval
         if full_config.health != self.config:
             self.configure(full_config.health)
 
@@ -131,9 +142,9 @@ class HealthService:
         self.latency.observe_store(self.store)
         cfg = self.config
         ctx = Context(self.readings, hostname=self.hostname,
-                      latency=self.latency.endpoint_latency(cfg["window"]),
-                      slo={"ttft": cfg["slo"]["ttft_p95_seconds"], "itl": cfg["slo"]["itl_p95_seconds"]},
-                      pre_fec_ber_floor=cfg["link"]["pre_fec_ber_floor"])
+                      latency=self.latency.endpoint_latency(cfg.window),
+                      slo={"ttft": cfg.slo.ttft_p95_seconds, "itl": cfg.slo.itl_p95_seconds},
+                      pre_fec_ber_floor=cfg.link.pre_fec_ber_floor)
         present = self.readings.sources_present()
         measured: dict[str, list[Measurement] | None] = {}
         for name, signal in SIGNALS.items():
@@ -154,7 +165,7 @@ class HealthService:
             measured = self.measure()
             self.readings.end_pass()  # the measurements are taken: per-pass caches go
             report = evaluate(measured, self.config, self.settings, timestamp=now,
-                              max_detractors=max(self.config["detractors"], METRIC_DETRACTORS))
+                              max_detractors=max(self.config.detractors, METRIC_DETRACTORS))
             report.latency = self._latency
             attach_blast_radius(report, self.workloads)
             bad = {name: s.bad for name, s in self.settings.items()}
@@ -186,9 +197,9 @@ class HealthService:
             snap.add(HEALTH_SCORE, (), report.score)
         for status in STATUSES:  # a state set: every status present, 1 for the current one
             snap.add(HEALTH_STATUS, (status,), 1.0 if status == report.status else 0.0)
-        levels = self.config["status_thresholds"]
-        for status in ("degraded", "critical"):
-            snap.add(STATUS_THRESHOLD, (status,), float(levels[status]))
+        levels = self.config.status_thresholds
+        for status, level in (("degraded", levels.degraded), ("critical", levels.critical)):
+            snap.add(STATUS_THRESHOLD, (status,), float(level))
         snap.add(COVERAGE, (), report.coverage)
         for name, comp in report.components.items():
             score = report.component_scores.get(name)
@@ -208,7 +219,7 @@ class HealthService:
         report = self.report if self.report is not None else self.tick()
         if self._json is None:
             body = report_json(report)
-            body["detractors"] = body["detractors"][: self.config["detractors"]]
+            body["detractors"] = body["detractors"][: self.config.detractors]
             self._json = body
         return {**self._json, "host": self.hostname, "sources": sources_status(self.store)}
 
@@ -244,10 +255,10 @@ class HealthService:
             stored = request.app.get(LINKS_KEY)
             links: list[tuple[str, str]] = list(stored) if stored else []
             board = request.app.get(SCENARIOS_KEY)  # the demo's scenario toggles
-            text = page.render(body, body["sources"], list(self.history), self.config["history"],
-                               self.hostname, role_name, links, bands=self.config["status_thresholds"],
+            text = page.render(body, body["sources"], list(self.history), self.config.history,
+                               self.hostname, role_name, links, bands=self.config.status_thresholds,
                                inventory=inventory(self.store), scenarios=board,  # type: ignore[arg-type]
-                               runbook_base=self.config["runbook_base_url"])
+                               runbook_base=self.config.runbook_base_url)
             headers = {}
             if board is not None:  # the toggles' script: same-origin scripts on this page only
                 headers["Content-Security-Policy"] = with_own_scripts(

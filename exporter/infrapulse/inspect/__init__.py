@@ -13,6 +13,7 @@ records, per layer: `queue`, `compute`, `network`), `recorder` (the bounded ring
 `reports` (the bounded store under state_dir), `switchside` (the optional Prometheus query),
 `service` (the daemon task), `api` (JSON), `page` (HTML), `families` (metrics), `cli`.
 
-Imports: `..health` (report types, never its service internals), `..store`, `..http`,
-`..webconfig`; nothing imports this package but the daemon, the CLI and the docs generator.
+Imports: `..health` (report types and settings classes, never its service internals), `..store`,
+`..http`, `..webconfig`; nothing imports this package but `..config` (the `inspect:` settings), the
+daemon, the CLI and the docs generator.
 """

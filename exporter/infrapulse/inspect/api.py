@@ -23,6 +23,7 @@ from aiohttp import web
 from ..http import LINKS_KEY, JsonField, json_error, read_json_object
 from ..webconfig import BASIC_AUTH_USER
 from . import page
+from .config import InspectSettings
 from .reports import ID_PATTERN, ReportStore
 from .trigger import Refused
 
@@ -33,7 +34,7 @@ class Inspections(Protocol):
     reports: ReportStore
     hostname: str
     running: bool
-    config: dict[str, Any]
+    config: InspectSettings
 
     @property
     def pending(self) -> object | None: ...
@@ -63,7 +64,7 @@ def routes(service: Inspections) -> Callable[[web.Application], None]:
             return report
         report = service.reports.get(ident) if ID_PATTERN.match(ident) else None
         if report is None:
-            raise json_error(404, f"no inspection {ident!r} (kept: the last {service.config['keep']})")
+            raise json_error(404, f"no inspection {ident!r} (kept: the last {service.config.keep})")
         return report
 
     async def list_json(request: web.Request) -> web.Response:
@@ -75,7 +76,7 @@ def routes(service: Inspections) -> Callable[[web.Application], None]:
         return _json(find(request))
 
     async def start(request: web.Request) -> web.Response:
-        if request.get(BASIC_AUTH_USER) is None and not service.config["allow_unauthenticated"]:
+        if request.get(BASIC_AUTH_USER) is None and not service.config.allow_unauthenticated:
             return _json({"error": "starting an inspection needs basic auth (basic_auth_users in the web "
                                    "config) or inspect.allow_unauthenticated"}, 403)
         await read_json_object(request, POST_FIELDS)

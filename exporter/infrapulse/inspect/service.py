@@ -12,17 +12,19 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from ..deadline import within
+from ..health.config import HealthSettings
 from ..health.scoring import Report
 from ..services import Channel
 from ..store import Snapshot, Store, stale_after
 from . import compute, kernel_log, network, queue
 from .api import routes as api_routes
 from .compare import Finding, Windows, windows
+from .config import InspectSettings
 from .families import (
     DURATION,
     INSPECTIONS,
@@ -47,6 +49,19 @@ TRIGGER_KINDS = ("score", "component", "on_demand")
 VERDICT_LAYERS = ("queue", "compute", "network", "none")
 
 
+class Reloaded(Protocol):
+    """What `reload` reads of the daemon's whole new config (`infrapulse.config.Config`, a layer
+    above this package, which must not be imported here)."""
+
+    interval: float  # the daemon's default interval
+
+    @property
+    def health(self) -> HealthSettings: ...
+
+    @property
+    def inspect(self) -> InspectSettings: ...
+
+
 @dataclass
 class Pending:
     crossings: list[Crossing]
@@ -56,13 +71,13 @@ class Pending:
 class InspectionService:
     name = "inspect"
 
-    def __init__(self, store: Store, reports: Channel[Report], config: dict[str, Any], state_dir: str,
+    def __init__(self, store: Store, reports: Channel[Report], config: InspectSettings, state_dir: str,
                  hostname: str, interval: float) -> None:
         self.store = store
         self.health_reports = reports
         self.interval = interval  # the health service's: one step per health pass at most
         self.hostname = hostname
-        self.reports = ReportStore(state_dir, config["keep"], config["max_bytes"])
+        self.reports = ReportStore(state_dir, config.keep, config.max_bytes)
         self.reports.load()
         self.counts: dict[tuple[str, str], int] = {}
         self.dropped = 0
@@ -72,22 +87,22 @@ class InspectionService:
         self._last_pass: float | None = None
         self.configure(config)
 
-    def configure(self, config: dict[str, Any]) -> None:
+    def configure(self, config: InspectSettings) -> None:
         self.config = config
-        retention = 2 * config["before"] + 2 * config["since"]
+        retention = 2 * config.before + 2 * config.since
         old = getattr(self, "recorder", None)
-        if old is None or old.retention != retention or old.max_series != config["max_series"]:
-            self.recorder = Recorder(retention, config["max_series"])
+        if old is None or old.retention != retention or old.max_series != config.max_series:
+            self.recorder = Recorder(retention, config.max_series)
         trigger = getattr(self, "trigger", None)
-        self.trigger = Trigger(config["score_below"], dict(config["component_below"]), config["rearm_margin"],
-                               config["min_interval"])
+        self.trigger = Trigger(config.score_below, dict(config.component_below), config.rearm_margin,
+                               config.min_interval)
         if trigger is not None:  # keep the arming and the rate limit across a reload
             self.trigger.armed, self.trigger.last_start = trigger.armed, trigger.last_start
             self.trigger.suppressed = trigger.suppressed
-        self.reports.keep, self.reports.max_bytes = config["keep"], config["max_bytes"]
+        self.reports.keep, self.reports.max_bytes = config.keep, config.max_bytes
 
-    def reload(self, full_config: Any) -> None:
-        self.interval = full_config.health["interval"] or full_config.interval
+    def reload(self, full_config: Reloaded) -> None:
+        self.interval = full_config.health.interval or full_config.interval
         if full_config.inspect != self.config:
             self.configure(full_config.inspect)
 
@@ -119,13 +134,13 @@ class InspectionService:
                     log.info("inspection not started", extra={"reason": why,
                                                              "watched": crossings[0].watched})
                 else:
-                    self.pending = Pending(crossings, report.timestamp + self.config["since"])
+                    self.pending = Pending(crossings, report.timestamp + self.config.since)
         made = None
         if self.pending is not None and now >= self.pending.due and not self.running:
             pending, self.pending = self.pending, None
             first = pending.crossings[0]
             component = None if first.watched == OVERALL else first.watched
-            win = windows(self.recorder, first.timestamp, self.config["before"], self.config["since"],
+            win = windows(self.recorder, first.timestamp, self.config.before, self.config.since,
                           component)
             trigger = {"kind": "score" if component is None else "component",
                        "crossings": [c.as_json() for c in pending.crossings]}
@@ -139,7 +154,7 @@ class InspectionService:
         self.running = True
         started = time.monotonic()
         try:
-            return await within(self._inspect(win, trigger, started), self.config["timeout"])
+            return await within(self._inspect(win, trigger, started), self.config.timeout)
         finally:
             self.running = False
 
@@ -149,8 +164,8 @@ class InspectionService:
             notes.append(f"{self.recorder.dropped_last_pass} series over inspect.max_series were not "
                          "recorded in the last pass")
         extra: list[Finding] = []
-        if self.config["switch_prometheus"]["url"] and not self._facing_in_process():
-            extra, more = await SwitchSide(self.config["switch_prometheus"], self.hostname).findings(win)
+        if self.config.switch_prometheus.url and not self._facing_in_process():
+            extra, more = await SwitchSide(self.config.switch_prometheus, self.hostname).findings(win)
             notes += more
         layers = findings(self.recorder, win, extra)
         latest = self.health_reports.latest
@@ -177,14 +192,14 @@ class InspectionService:
         if self.running or self.pending is not None:
             self.trigger.suppressed["busy"] = self.trigger.suppressed.get("busy", 0) + 1
             raise Refused(409, "busy: an inspection is pending or running")
-        wait = self.config["on_demand_min_interval"] - (now - self.last_on_demand)
+        wait = self.config.on_demand_min_interval - (now - self.last_on_demand)
         if wait > 0:
             self.trigger.suppressed["rate_limited"] = self.trigger.suppressed.get("rate_limited", 0) + 1
             raise Refused(429, f"at most one on-demand inspection every "
-                               f"{self.config['on_demand_min_interval']:g}s", wait)
+                               f"{self.config.on_demand_min_interval:g}s", wait)
         self.last_on_demand = now
-        crossing = now - self.config["since"]
-        win = windows(self.recorder, crossing, self.config["before"], self.config["since"])
+        crossing = now - self.config.since
+        win = windows(self.recorder, crossing, self.config.before, self.config.since)
         report = await self.run_inspection(win, {"kind": "on_demand", "crossings": []})
         self.publish()
         return report

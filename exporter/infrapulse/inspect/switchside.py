@@ -21,6 +21,7 @@ import aiohttp
 
 from ..health.signals import SIGNALS
 from .compare import Finding, Windows, finding, rank
+from .config import SwitchPrometheusSettings
 from .sample import Meta, floor_of
 
 LAYER = "network"
@@ -82,10 +83,10 @@ def meta_for(metric: str, target: str) -> Meta:
 
 
 class SwitchSide:
-    def __init__(self, config: dict[str, Any], hostname: str) -> None:
+    def __init__(self, config: SwitchPrometheusSettings, hostname: str) -> None:
         # Credentials in the URL (https://user:pass@host) become a basic-auth header; the URL
         # kept here has none.
-        parts = urlsplit(config["url"].rstrip("/"))
+        parts = urlsplit(config.url.rstrip("/"))
         self.basic = None
         if parts.username is not None:
             user, password = unquote(parts.username), unquote(parts.password or "")
@@ -94,8 +95,8 @@ class SwitchSide:
             netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
             parts = parts._replace(netloc=netloc)
         self.url = urlunsplit(parts)
-        self.token_file = config["bearer_token_file"]
-        self.timeout = config["timeout"]
+        self.token_file = config.bearer_token_file
+        self.timeout = config.timeout
         self.hostname = hostname
 
     def headers(self) -> dict[str, str]:
