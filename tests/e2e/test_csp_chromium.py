@@ -86,7 +86,7 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
     parts = await demo.start_parts(ctx)
     port = free_port()
     cfg = demo.demo_config(parts, f"127.0.0.1:{port}", "1s")
-    cfg.http["csp_report_uri"] = f"http://127.0.0.1:{collector_port}/csp"
+    cfg.http.csp_report_uri = f"http://127.0.0.1:{collector_port}/csp"
     # No automatic inspection (the scenarios would leave one pending): the page comes from a POST.
     cfg.inspect.allow_unauthenticated = True
     cfg.inspect.on_demand_min_interval = 0.0
