@@ -41,7 +41,8 @@ async def _secured_daemon(tmp_path, client_auth: str = "NoClientCert"):
                         f"basic_auth_users:\n  oncall: {hashed}\n")
     (tmp_path / "password").write_text(PASSWORD + "\n")
     security = WebSecurity(web_yaml)
-    async with running_daemon("interval: 5s\nhealth: {window: 1m}\n", web_security=security) as d:
+    async with running_daemon("interval: 5s\nhealth: {window: 1m}\nsources: {nvml: {enabled: false}}\n",
+                              web_security=security) as d:
         Feed(d.store).gauge("nvml", "infrapulse_gpu_healthy", GPU_LABELS, 1).publish(d.health)
         yield d, pki
 
@@ -63,7 +64,7 @@ async def test_score_reads_a_daemon_behind_tls_and_basic_auth(tmp_path):
 
         # No scheme: https:// because a TLS option is given.
         code, out, err = await _score("--url", f"localhost:{port}", "--ca-file", str(pki.ca_file), *auth)
-        assert code == 0 and out.startswith(f"testhost (https://localhost:{port}): score 100"), err
+        assert code == 0 and out.startswith(f"testhost (https://localhost:{port}): score 100"), (out, err)
         # Credentials in the URL work and are never printed.
         code, out, err = await _score("--url", f"https://oncall:{PASSWORD}@localhost:{port}",
                                       "--ca-file", str(pki.ca_file))
