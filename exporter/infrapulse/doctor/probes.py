@@ -39,7 +39,7 @@ from ..sources.gnmi.profile import Profile, ProfileError, load_profiles
 from ..sources.gnmi.session import SessionError, choose_encoding, classify
 from ..sources.gpu.nvml import OPEN_FAKE_KEY
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
-from ..sources.serving.source import Endpoint, ServingSource
+from ..sources.serving.source import Endpoint, ServingSettings, ServingSource
 from ..sources.spec import SourceSpec
 from ..store import Store
 from . import fit as fit_mod
@@ -302,11 +302,11 @@ def skip_reason(section: Any) -> str:
         return "disabled (enabled: false)"
     if isinstance(section, GnmiSettings):
         return "no targets or targets_file configured"
+    if isinstance(section, ServingSettings):
+        return "no endpoints configured"
     if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
         return (f"enabled: auto and no kubelet socket ({section['pod_resources_socket'] or 'none'}), "
                 "NVML device or endpoints here")
-    if "endpoints" in section:
-        return "no endpoints configured"
     if "sysfs_root" in section:
         root = section["sysfs_root"]
         return f"enabled: auto and {root}/class/infiniband does not exist (no RDMA device here)"
