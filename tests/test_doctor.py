@@ -17,8 +17,10 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 
 from conftest import free_port
 from infrapulse.cli import source_options
+from infrapulse.config import load_text
 from infrapulse.doctor.cli import run_checks
 from infrapulse.doctor.files import check_reference
+from infrapulse.doctor.probes import skip_reason
 from infrapulse.simulate.certs import make_test_pki
 from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
 from infrapulse.simulate.nic_stats import write_stats
@@ -172,6 +174,15 @@ def test_file_checks_by_kind(tmp_path):
     assert check_reference("x.password_env", "password_env", "NOPE", env={}).result == "FAIL"
     ok = check_reference("x.password_env", "password_env", "GNMI_PW", env={"GNMI_PW": "hunter2"})
     assert ok.result == "ok" and "hunter2" not in ok.detail
+
+
+def test_skip_reasons_of_gnmi_serving_and_workload():
+    cfg = load_text("sources:\n  serving: {enabled: false}\n  workload: {pod_resources_socket: ''}\n")
+    assert skip_reason(cfg.sources["serving"]) == "disabled (enabled: false)"
+    assert skip_reason(load_text("").sources["serving"]) == "no endpoints configured"
+    assert skip_reason(cfg.sources["gnmi"]) == "no targets or targets_file configured"
+    assert skip_reason(cfg.sources["workload"]) == (
+        "enabled: auto and no kubelet socket (none), NVML device or endpoints here")
 
 
 def test_doctor_cli_prints_all_config_errors_and_exits_2(tmp_path):

@@ -41,6 +41,7 @@ from ..sources.gpu.nvml import OPEN_FAKE_KEY
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
 from ..sources.serving.source import Endpoint, ServingSettings, ServingSource
 from ..sources.spec import SourceSpec
+from ..sources.workload.source import WorkloadSettings
 from ..store import Store
 from . import fit as fit_mod
 from .report import FAIL, OK, SKIP, WARN, Check
@@ -304,8 +305,8 @@ def skip_reason(section: Any) -> str:
         return "no targets or targets_file configured"
     if isinstance(section, ServingSettings):
         return "no endpoints configured"
-    if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
-        return (f"enabled: auto and no kubelet socket ({section['pod_resources_socket'] or 'none'}), "
+    if isinstance(section, WorkloadSettings):  # auto looks for any source of truth
+        return (f"enabled: auto and no kubelet socket ({section.pod_resources_socket or 'none'}), "
                 "NVML device or endpoints here")
     if "sysfs_root" in section:
         root = section["sysfs_root"]
