@@ -178,7 +178,7 @@ def test_serving_history_loads_with_a_deprecation_warning(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text("sources:\n  serving:\n    history: 30m\n")
     cfg = config_mod.load_file(path, warnings)
-    assert cfg.sources["serving"]["history"] == 1800.0
+    assert cfg.sources["serving"].history == 1800.0
     assert warnings == [f"{path}: sources.serving.history: deprecated and ignored: the health service keeps "
                         "the TTFT/ITL readings its health.window needs; remove the key"]
     proc = subprocess.run([sys.executable, "-m", "infrapulse", "check-config", str(path)],

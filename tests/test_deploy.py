@@ -308,8 +308,8 @@ def test_fabric_statefulset_shards_by_pod_ordinal(tmp_path: Path):
     gnmi = cfg.sources["gnmi"]
     # The targets file is a key of the same ConfigMap (loaded above from its materialised copy),
     # the password a key of the mounted Secret.
-    assert posixpath.dirname(gnmi["targets_file"]) == str(tmp_path)
-    assert posixpath.dirname(gnmi["defaults"]["password_file"]) == _mount_of(sts, "gnmi")
+    assert posixpath.dirname(gnmi.targets_file) == str(tmp_path)
+    assert posixpath.dirname(gnmi.defaults.password_file) == _mount_of(sts, "gnmi")
     switches = yaml.safe_load(find("ConfigMap", "infrapulse-fabric")["data"]["switches.yaml"])
     assert len(switches["targets"]) >= 2
 

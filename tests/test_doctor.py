@@ -17,6 +17,7 @@ from pygnmi.spec.v080 import gnmi_pb2 as pb
 
 from conftest import free_port
 from infrapulse.cli import source_options
+from infrapulse.config import load_text
 from infrapulse.doctor.cli import run_checks
 from infrapulse.doctor.files import check_reference
 from infrapulse.simulate.certs import make_test_pki
@@ -25,6 +26,7 @@ from infrapulse.simulate.nic_stats import write_stats
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA
 from infrapulse.simulate.serving_engines import EngineServer
 from infrapulse.simulate.sysfs_tree import DeviceSpec, PortSpec, write_tree
+from infrapulse.sources import registry
 
 PASSWORD = "doctor-s3cret-pw"
 CA_KEY = "sources.gnmi.defaults.tls.ca_file"
@@ -172,6 +174,24 @@ def test_file_checks_by_kind(tmp_path):
     assert check_reference("x.password_env", "password_env", "NOPE", env={}).result == "FAIL"
     ok = check_reference("x.password_env", "password_env", "GNMI_PW", env={"GNMI_PW": "hunter2"})
     assert ok.result == "ok" and "hunter2" not in ok.detail
+
+
+def test_each_source_says_in_its_own_terms_why_it_does_not_run(tmp_path):
+    cfg = load_text(f"sources:\n  serving: {{enabled: false}}\n  workload: {{pod_resources_socket: ''}}\n"
+                    f"  ethtool: {{sysfs_root: {tmp_path}}}\n")
+
+    def why(config, name: str) -> str:
+        return registry()[name].not_wanted(config.sources[name])
+
+    assert why(cfg, "serving") == "disabled (enabled: false)"
+    assert why(load_text(""), "serving") == "no endpoints configured"
+    assert why(cfg, "gnmi") == "no targets or targets_file configured"
+    assert why(cfg, "workload") == "enabled: auto and no kubelet socket (none), NVML device or endpoints here"
+    assert why(cfg, "ethtool") == (
+        f"enabled: auto and {tmp_path}/class/infiniband does not exist (no RDMA device here)")
+    assert why(cfg, "dcgm") == "disabled (enabled: false)"  # off by default
+    mesh_auto = load_text("sources: {mesh: {enabled: auto}}")
+    assert why(mesh_auto, "mesh") == "enabled: auto and not detected on this host"
 
 
 def test_doctor_cli_prints_all_config_errors_and_exits_2(tmp_path):

@@ -12,6 +12,13 @@ from infrapulse import cli
 from infrapulse import config as config_mod
 from infrapulse.simulate.gnmi_target import GnmiTarget, SimSwitch
 from infrapulse.sources.gnmi import shard
+from infrapulse.sources.gnmi.config import (
+    ShardSettings,
+    SwitchSettings,
+    TargetSettings,
+    merge_target,
+    read_targets_file,
+)
 from infrapulse.sources.gnmi.profile import load_profiles, validate_profiles
 
 NAMES = [f"leaf{i:04d}" for i in range(1000)]
@@ -52,18 +59,24 @@ def test_adding_a_switch_moves_only_that_switch():
     assert {n: after[n] for n in NAMES} == before
 
 
+def _shard(**section: int) -> ShardSettings:
+    return ShardSettings.SCHEMA.validate(section, "sources.gnmi.shard")
+
+
 def test_shard_resolution_order():
-    assert shard.resolve({"index": 1, "count": 3}, {"INFRAPULSE_SHARD_INDEX": "0"},
+    assert shard.resolve(_shard(index=1, count=3), {"INFRAPULSE_SHARD_INDEX": "0"},
                          "x-2") == shard.Shard(1, 3)
-    assert shard.resolve({}, {"INFRAPULSE_SHARD_INDEX": "2", "INFRAPULSE_SHARD_COUNT": "4"},
+    assert shard.resolve(_shard(), {"INFRAPULSE_SHARD_INDEX": "2", "INFRAPULSE_SHARD_COUNT": "4"},
                          "h") == shard.Shard(2, 4)
     # a StatefulSet pod: the ordinal is the hostname suffix, the count comes from the environment
-    assert shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "infrapulse-fabric-2") == shard.Shard(2, 3)
-    assert shard.resolve({}, {}, "infrapulse-fabric-2") == shard.Shard(0, 1)
+    assert shard.resolve(_shard(), {"INFRAPULSE_SHARD_COUNT": "3"},
+                         "infrapulse-fabric-2") == shard.Shard(2, 3)
+    assert shard.resolve(_shard(), {}, "infrapulse-fabric-2") == shard.Shard(0, 1)
+    assert shard.resolve(None, {}, "infrapulse-fabric-2") == shard.Shard(0, 1)
     with pytest.raises(shard.ShardError, match="no index"):
-        shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "plainhost")
+        shard.resolve(_shard(), {"INFRAPULSE_SHARD_COUNT": "3"}, "plainhost")
     with pytest.raises(shard.ShardError, match="0..2"):
-        shard.resolve({}, {"INFRAPULSE_SHARD_COUNT": "3"}, "fabric-7")
+        shard.resolve(_shard(), {"INFRAPULSE_SHARD_COUNT": "3"}, "fabric-7")
 
 
 async def test_two_sources_with_count_2_split_a_fabric(tmp_path):
@@ -76,6 +89,34 @@ async def test_two_sources_with_count_2_split_a_fabric(tmp_path):
             owned.append(set(source.sessions))
     assert owned[0].isdisjoint(owned[1])
     assert owned[0] | owned[1] == set(NAMES[:200])
+
+
+def test_merge_target_gives_a_switch_its_own_settings_over_the_defaults(tmp_path):
+    targets = tmp_path / "switches.yaml"
+    targets.write_text("- {name: leaf02, address: '10.0.0.2:6030', tls: {ca_file: /b/ca.pem}}\n")
+    cfg = config_mod.load_text(textwrap.dedent(f"""
+        sources:
+          gnmi:
+            defaults: {{port: 57400, insecure: false, username_env: GNMI_USER,
+                       tls: {{ca_file: /a/ca.pem, server_name: fabric}}}}
+            targets: [{{name: leaf01, profile: sonic, sample_interval: 30s}}]
+            targets_file: {targets}
+    """))
+    gnmi = cfg.sources["gnmi"]
+    [from_file] = read_targets_file(gnmi.targets_file)
+    assert isinstance(from_file, TargetSettings) and from_file.port is None and from_file.profile is None
+    one, two = (merge_target(gnmi.defaults, t) for t in (*gnmi.targets, from_file))
+    assert isinstance(one, SwitchSettings)
+    assert (one.name, one.address, one.profile, one.sample_interval) == (
+        "leaf01", "leaf01:57400", "sonic", 30.0)
+    assert (two.address, two.profile, two.sample_interval) == ("10.0.0.2:6030", "openconfig", 10.0)
+    assert one.username_env == two.username_env == "GNMI_USER" and not one.insecure
+    # tls key by key: a target's own key over the defaults', the rest inherited
+    assert (one.tls.ca_file, one.tls.server_name) == ("/a/ca.pem", "fabric")
+    assert (two.tls.ca_file, two.tls.server_name) == ("/b/ca.pem", "fabric")
+    assert gnmi.defaults.tls.ca_file == "/a/ca.pem"  # the defaults are left as they were
+    # a reload compares the switches it reads again with the running ones: unchanged is equal
+    assert merge_target(gnmi.defaults, read_targets_file(gnmi.targets_file)[0]) == two != one
 
 
 # -- profiles ---------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ async def test_serving_budget_drops_passthrough_first_and_counts_every_scrape(vl
 
 async def test_serving_budget_config_key_has_a_default_and_refuses_zero() -> None:
     section = ServingSource.CONFIG.validate({}, "sources.serving")
-    assert section["max_series"] == 10_000
+    assert section.max_series == 10_000
     with pytest.raises(Exception, match="max_series"):
         ServingSource.CONFIG.validate({"max_series": 0}, "sources.serving")
 

@@ -236,12 +236,12 @@ async def test_demo_part_runs_several_engines(tmp_path):
     part = await demo_part(ctx)
     try:
         cfg = config_mod.load_text(yaml.safe_dump({"sources": part.sources}))
-        endpoints = cfg.sources["serving"]["endpoints"]
+        endpoints = cfg.sources["serving"].endpoints
         assert len(endpoints) >= 3
         source = make_source(part.sources["serving"]["endpoints"])
         await poll_all(source)
         assert all(source.store.status_of("serving", ep.name).up for ep in source.endpoints)
-        engines = {k[1] for k in source.store.snapshot("serving", endpoints[0]["name"]).series[
+        engines = {k[1] for k in source.store.snapshot("serving", endpoints[0].name).series[
             "infrapulse_llm_endpoint_up"]}
         assert engines == {"vllm"}
         await source.close()

@@ -319,7 +319,7 @@ class Section(Field):
     where none is set (the `sources` section, whose keys are the registry's)."""
 
     fields: dict[str, Field] = field(default_factory=dict)
-    check: Callable[[dict[str, Any], str], None] | None = None  # cross-field validation, on the dict
+    check: Callable[[Any, str], None] | None = None  # cross-field validation, on the built instance
     settings: type[Any] | None = None
 
     def type_doc(self) -> str:
@@ -350,9 +350,10 @@ class Section(Field):
             else:
                 out[key] = decl.default_value()
         errors.raise_if_any()  # cross-field checks need every field valid
+        built = self.settings(**out) if self.settings is not None else out
         if self.check is not None:
-            self.check(out, path)
-        return self.settings(**out) if self.settings is not None else out
+            self.check(built, path)
+        return built
 
 
 _SCHEMA = "infrapulse.schema"
@@ -387,7 +388,7 @@ def entries(cls: type[Any]) -> dict[str, Field]:
     return {name: fields[name].metadata[_SCHEMA] for name in order}
 
 
-def settings(doc: str = "", *, check: Callable[[dict[str, Any], str], None] | None = None,
+def settings(doc: str = "", *, check: Callable[[Any, str], None] | None = None,
              default: Any = None) -> Callable[[type[SettingsT]], type[SettingsT]]:
     """Class decorator (above `@dataclass(kw_only=True, slots=True)`): sets `SCHEMA`, the Section
     whose keys are the class's fields in declaration order, validated into an instance."""

@@ -120,7 +120,7 @@ async def test_scenarios_move_the_score_and_it_recovers(demo_daemon):
                                              for d in b["detractors"]), 3 * WINDOW,
                                "a TTFT detractor past its bad level during the surge")
         ttft = next(d for d in body["detractors"] if d["signal"] == "ttft_p95")
-        endpoints = {ep["name"] for ep in daemon.config.sources["serving"]["endpoints"]}
+        endpoints = {ep.name for ep in daemon.config.sources["serving"].endpoints}
         assert ttft["target"].removeprefix("endpoint ") in endpoints
         assert "TTFT p95" in ttft["sentence"] and "SLO 1.5 s" in ttft["sentence"]
         assert body["serving"][ttft["target"].removeprefix("endpoint ")]["ttft_seconds"]["p95"] >= 3.0

@@ -18,7 +18,7 @@ from .. import webconfig
 from ..config import Config, ConfigError, load_file
 from ..schema import format_duration
 from ..sources import registry
-from ..sources.gnmi.config import TargetsFileError, read_targets_file
+from ..sources.gnmi.config import GnmiSettings, TargetSettings, TargetsFileError, read_targets_file
 from .files import check_files
 from .probes import probe_all
 from .report import FAIL, OK, WARN, Check, summary, table, with_fix
@@ -63,16 +63,16 @@ def web_config_checks(path: str) -> list[Check]:
     return [Check("web config", path, OK, f"valid: {tls}, {len(web.users)} basic-auth user(s)")]
 
 
-def _file_scopes(cfg: Config, wanted: set[str]) -> list[tuple[str, dict[str, Any]]]:
+def _file_scopes(cfg: Config, wanted: set[str]) -> list[tuple[str, TargetSettings]]:
     """Targets of a gNMI targets_file carry their own TLS and credential files."""
-    gnmi = cfg.sources["gnmi"]
-    if "gnmi" not in wanted or not gnmi["targets_file"]:
+    gnmi: GnmiSettings = cfg.sources["gnmi"]
+    if "gnmi" not in wanted or not gnmi.targets_file:
         return []
     try:
-        targets = read_targets_file(gnmi["targets_file"])
+        targets = read_targets_file(gnmi.targets_file)
     except TargetsFileError:
         return []  # the gnmi probe reports it
-    return [(f"{gnmi['targets_file']}: targets[{i}]", t) for i, t in enumerate(targets)]
+    return [(f"{gnmi.targets_file}: targets[{i}]", t) for i, t in enumerate(targets)]
 
 
 def referenced_file_checks(cfg: Config) -> list[Check]:

@@ -30,7 +30,7 @@ SKIP_KEYS = ("fake", "stats_dir", "sim_dir")
 
 def references(value: Any, path: str = "") -> Iterator[tuple[str, str, str]]:
     """(key path, key, value) for every non-empty file, directory or env-var key under `value`
-    (a settings class is walked like the mapping it was validated from)."""
+    (a mapping, a list, or a settings instance: its fields are its keys)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -38,7 +38,7 @@ def references(value: Any, path: str = "") -> Iterator[tuple[str, str, str]]:
             sub = f"{path}.{key}" if path else str(key)
             if isinstance(item, str) and item and _kind(str(key)):
                 yield sub, str(key), item
-            elif isinstance(item, (Mapping, list)) or dataclasses.is_dataclass(item):
+            elif not isinstance(item, str):  # a mapping, list or settings instance: its keys
                 yield from references(item, sub)
     elif isinstance(value, list):
         for i, item in enumerate(value):
@@ -98,10 +98,10 @@ def check_reference(path: str, key: str, value: str, env: Mapping[str, str] = os
     return Check("file", path, OK, f"{value}: {described[kind]}")
 
 
-def check_files(cfg: Config, wanted: set[str], extra: Sequence[tuple[str, dict[str, Any]]] = (),
+def check_files(cfg: Config, wanted: set[str], extra: Sequence[tuple[str, Any]] = (),
                 env: Mapping[str, str] = os.environ) -> list[Check]:
-    """Checks of the references of the enabled sources (plus `extra`: (path prefix, mapping)
-    pairs such as gNMI targets from a targets_file or the web config)."""
+    """Checks of the references of the enabled sources (plus `extra`: (path prefix, mapping or
+    settings) pairs such as gNMI targets from a targets_file or the web config)."""
     scoped: list[tuple[str, Any]] = [(f"sources.{name}", cfg.sources[name]) for name in sorted(wanted)]
     scoped += list(extra)
     out = []

@@ -25,17 +25,20 @@ from pygnmi.spec.v080 import gnmi_pb2_grpc as pb_grpc
 from ..config import Config
 from ..scrape import redact_url
 from ..sources import specs
-from ..sources.base import PollingSource, Source, SourceContext, SourceSettings
+from ..sources.base import PollingSource, Source, SourceContext
 from ..sources.gnmi import shard as shard_mod
 from ..sources.gnmi.channel import open_channel, read_credentials
-from ..sources.gnmi.config import TargetsFileError, merge_target, read_targets_file
+from ..sources.gnmi.config import (
+    GnmiSettings,
+    SwitchSettings,
+    TargetsFileError,
+    merge_target,
+    read_targets_file,
+)
 from ..sources.gnmi.profile import Profile, ProfileError, load_profiles
 from ..sources.gnmi.session import SessionError, choose_encoding, classify
 from ..sources.gpu.nvml import OPEN_FAKE_KEY, NvmlSettings
 from ..sources.gpu.nvml_api import InitError, NvmlApi, RealNvml
-from ..sources.nic.ethtool import EthtoolSettings
-from ..sources.nic.infiniband import InfinibandSettings
-from ..sources.nic.roce_config import RoceConfigSettings
 from ..sources.serving.source import Endpoint, ServingSource
 from ..sources.spec import SourceSpec
 from ..store import Store
@@ -170,23 +173,23 @@ def probe_nvml(section: NvmlSettings, options: SourceOptions) -> list[Check]:
 
 # -- gNMI -----------------------------------------------------------------------------------------
 
-def gnmi_targets(section: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Check]]:
+def gnmi_targets(section: GnmiSettings) -> tuple[list[SwitchSettings], list[Check]]:
     """Every configured switch with its effective settings, and problems reading targets_file."""
-    targets = list(section["targets"])
+    targets = list(section.targets)
     problems = []
-    if section["targets_file"]:
+    if section.targets_file:
         try:
-            targets += read_targets_file(section["targets_file"])
+            targets += read_targets_file(section.targets_file)
         except TargetsFileError as exc:
             problems.append(Check("gnmi", "targets_file", FAIL, str(exc)))
-    return [merge_target(section["defaults"], t) for t in targets], problems
+    return [merge_target(section.defaults, t) for t in targets], problems
 
 
-async def probe_gnmi_target(conn: dict[str, Any], profile: Profile,
+async def probe_gnmi_target(conn: SwitchSettings, profile: Profile,
                             profiles: dict[str, Profile] | None = None) -> Check:
     """Capabilities (encodings, models) against the profile, then one Get per mapping of it (and,
     when it answers few, of every other profile: which one fits)."""
-    name = conn["name"]
+    name = conn.name
     creds = None
     try:
         creds = read_credentials(conn)
@@ -199,34 +202,34 @@ async def probe_gnmi_target(conn: dict[str, Any], profile: Profile,
         stub = pb_grpc.gNMIStub(channel)
         try:
             caps = await stub.Capabilities(pb.CapabilityRequest(), metadata=creds.metadata(),
-                                           timeout=conn["connect_timeout"])
+                                           timeout=conn.connect_timeout)
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise
             guess = f"profile {profile.name} will try {profile.encodings[0]}"
-            return Check("gnmi", name, WARN, f"{conn['address']}: answers but has no Capabilities; {guess}")
+            return Check("gnmi", name, WARN, f"{conn.address}: answers but has no Capabilities; {guess}")
         supported = list(caps.supported_encodings)
         offered = ", ".join(pb.Encoding.Name(e) for e in supported) or "none announced"
-        encoding = choose_encoding(supported, profile, conn["encoding"])
-        transport = "plaintext" if conn["insecure"] else "TLS"
+        encoding = choose_encoding(supported, profile, conn.encoding)
+        transport = "plaintext" if conn.insecure else "TLS"
         announced = {m.name for m in caps.supported_models}
-        asker = fit_mod.Asker(stub, creds.metadata(), conn["connect_timeout"])
-        mine = await fit_mod.fit(asker, profile, supported, announced, conn["encoding"], name)
+        asker = fit_mod.Asker(stub, creds.metadata(), conn.connect_timeout)
+        mine = await fit_mod.fit(asker, profile, supported, announced, conn.encoding, name)
         others: list[fit_mod.Fit] = []
         if mine.answered < mine.mappings:
             others = [await fit_mod.fit(asker, p, supported, announced, name=name)
                       for p in (profiles or {}).values() if p.name != profile.name]
         return _fit_check(conn, profile, mine, others, asker.via,
-                          f"{conn['address']} ({transport}): gNMI {caps.gNMI_version or '?'}, "
+                          f"{conn.address} ({transport}): gNMI {caps.gNMI_version or '?'}, "
                           f"encodings {offered}; profile {profile.name} will use {encoding}")
     except (SessionError, grpc.aio.AioRpcError, OSError) as exc:
         reason, message = classify(exc, secrets)
-        return Check("gnmi", name, FAIL, f"{conn['address']}: {reason}: {message}")
+        return Check("gnmi", name, FAIL, f"{conn.address}: {reason}: {message}")
     finally:
         await channel.close(grace=None)
 
 
-def _fit_check(conn: dict[str, Any], profile: Profile, mine: fit_mod.Fit, others: list[fit_mod.Fit],
+def _fit_check(conn: SwitchSettings, profile: Profile, mine: fit_mod.Fit, others: list[fit_mod.Fit],
                via: str, head: str) -> Check:
     """The row: the configured profile fails when it maps nothing, or under half of its mappings
     while another profile answers more; the best-fitting ones are named with their counts."""
@@ -237,31 +240,31 @@ def _fit_check(conn: dict[str, Any], profile: Profile, mine: fit_mod.Fit, others
     few = mine.answered == 0 or (better and mine.answered * 2 < mine.mappings)
     if not few:
         note = f"; {better[0].answers()}" if better else ""
-        return Check("gnmi", conn["name"], OK, f"{head}; {answered}{models}{note}")
+        return Check("gnmi", conn.name, OK, f"{head}; {answered}{models}{note}")
     fitting = better[:3]
     if not fitting:
-        return Check("gnmi", conn["name"], FAIL,
+        return Check("gnmi", conn.name, FAIL,
                      f"profile {profile.name}: {answered}{models}; no known profile answers either")
     rest = [f"{f.profile} {f.answered} of {f.mappings}" for f in fitting[1:]]
     named = ", ".join([fitting[0].answers(), *rest])
     detail = f"profile {profile.name}: {answered}{models}; {named}"
-    return Check("gnmi", conn["name"], FAIL, detail, fix_for("gnmi", detail, fitting[0].profile))
+    return Check("gnmi", conn.name, FAIL, detail, fix_for("gnmi", detail, fitting[0].profile))
 
 
-async def probe_gnmi(section: dict[str, Any], hostname: str) -> list[Check]:
+async def probe_gnmi(section: GnmiSettings, hostname: str) -> list[Check]:
     try:
-        profiles = load_profiles(section["profiles_dir"])
+        profiles = load_profiles(section.profiles_dir)
     except ProfileError as exc:
         return [Check("gnmi", "profiles_dir", FAIL, str(exc))]
     conns, checks = gnmi_targets(section)
     try:
-        shard = shard_mod.resolve(section["shard"], os.environ, hostname)
+        shard = shard_mod.resolve(section.shard, os.environ, hostname)
     except shard_mod.ShardError as exc:
         return [*checks, Check("gnmi", "shard", FAIL, str(exc))]
-    owned = [c for c in conns if shard.owns(c["name"])]
-    checks += [Check("gnmi", c["name"], SKIP, f"owned by another shard (this instance is {shard})")
-               for c in conns if not shard.owns(c["name"])]
-    results = await asyncio.gather(*(probe_gnmi_target(c, profiles[c["profile"]], profiles) for c in owned))
+    owned = [c for c in conns if shard.owns(c.name)]
+    checks += [Check("gnmi", c.name, SKIP, f"owned by another shard (this instance is {shard})")
+               for c in conns if not shard.owns(c.name)]
+    results = await asyncio.gather(*(probe_gnmi_target(c, profiles[c.profile], profiles) for c in owned))
     if not conns:
         checks.append(Check("gnmi", "-", FAIL, "no targets configured"))
     return checks + list(results)
@@ -291,33 +294,6 @@ async def probe_serving(cfg: Config) -> list[Check]:
 
 
 # -- all ------------------------------------------------------------------------------------------
-
-def skip_reason(section: Any) -> str:
-    """Why a source does not run with this config, in its own terms."""
-    if isinstance(section, SourceSettings):  # TRANSITION: the sections still dicts take the path below
-        return _skip_reason(section)
-    if section.get("enabled") is False:
-        return "disabled (enabled: false)"
-    if "pod_resources_socket" in section:  # workload: auto looks for any source of truth
-        return (f"enabled: auto and no kubelet socket ({section['pod_resources_socket'] or 'none'}), "
-                "NVML device or endpoints here")
-    if "endpoints" in section:
-        return "no endpoints configured"
-    if "targets" in section:
-        return "no targets or targets_file configured"
-    if "sysfs_root" in section:
-        root = section["sysfs_root"]
-        return f"enabled: auto and {root}/class/infiniband does not exist (no RDMA device here)"
-    return "enabled: auto and not detected on this host"
-
-
-def _skip_reason(section: SourceSettings) -> str:
-    if section.enabled is False:
-        return "disabled (enabled: false)"
-    if isinstance(section, (InfinibandSettings, EthtoolSettings, RoceConfigSettings)):
-        return f"enabled: auto and {section.sysfs_root}/class/infiniband does not exist (no RDMA device here)"
-    return "enabled: auto and not detected on this host"
-
 
 @dataclass(frozen=True)
 class ProbeRequest:
@@ -366,12 +342,11 @@ async def probe_all(cfg: Config, options: SourceOptions, hostname: str) -> list[
     for name, spec in specs().items():
         section = cfg.sources[name]
         if not spec.source.wanted(section):
-            checks.append(Check(name, "-", SKIP, skip_reason(section)))
+            checks.append(Check(name, "-", SKIP, spec.source.not_wanted(section)))
             continue
         why = spec.source.unavailable(section)
         if why:  # check-config says the same: "<NOT_ON_THIS_HOST>: <name> (<why>)"
-            enabled = section["enabled"] if isinstance(section, dict) else section.enabled  # TRANSITION
-            result = WARN if enabled == "auto" else FAIL
+            result = WARN if section.enabled == "auto" else FAIL
             checks.append(Check(name, "-", result, f"{NOT_ON_THIS_HOST}: {why}"))
             continue
         probe = probe_of(spec)

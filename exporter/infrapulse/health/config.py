@@ -100,21 +100,21 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _check(section: dict[str, Any], path: str) -> None:
-    """Cross-field checks of the validated `health:` dict (its sub-sections already instances),
-    before the HealthSettings is built from it."""
-    _check_weights(section["weights"], path)
-    _check_thresholds(section["thresholds"], _join(path, "thresholds"), section["slo"])
+def _check(section: HealthSettings, path: str) -> None:
+    """Cross-field checks of the validated `health:` section, which also fill in the defaults
+    that depend on other keys."""
+    _check_weights(section.weights, path)
+    _check_thresholds(section.thresholds, _join(path, "thresholds"), section.slo)
     # Components the user did not name keep their default weight.
-    section["weights"] = {**DEFAULT_COMPONENT_WEIGHTS, **section["weights"]}
-    _check_signal_keys(section["signal_weights"], _join(path, "signal_weights"))
+    section.weights = {**DEFAULT_COMPONENT_WEIGHTS, **section.weights}
+    _check_signal_keys(section.signal_weights, _join(path, "signal_weights"))
     known = _signal_names()
-    for i, name in enumerate(section["critical_signals"] or []):
+    for i, name in enumerate(section.critical_signals or []):
         if name not in known:
             raise SchemaError(_join(path, f"critical_signals[{i}]"), f"unknown signal {name!r}")
-    if section["critical_signals"] is None:
-        section["critical_signals"] = _default_critical()
-    levels: StatusThresholdsSettings = section["status_thresholds"]
+    if section.critical_signals is None:
+        section.critical_signals = _default_critical()
+    levels = section.status_thresholds
     if levels.critical > levels.degraded:
         raise SchemaError(_join(path, "status_thresholds"), "critical must be <= degraded")
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ..health.config import COMPONENTS
 from ..schema import Bool, Duration, Float, Int, MapOf, SchemaError, Settings, Str, setting, settings
 
 
-def _check(section: dict[str, Any], path: str) -> None:
-    for name in section["component_below"]:
+def _check(section: InspectSettings, path: str) -> None:
+    for name in section.component_below:
         if name not in COMPONENTS:
             where = f"{path}.component_below.{name}" if path else f"component_below.{name}"
             raise SchemaError(where, f"unknown component (known: {', '.join(COMPONENTS)})")

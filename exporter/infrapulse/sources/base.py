@@ -86,8 +86,21 @@ class Source(Generic[ConfigT]):
     @classmethod
     def wanted(cls, config: ConfigT) -> bool:
         """Whether the daemon should start this source for its settings."""
-        enabled = config["enabled"] if isinstance(config, dict) else config.enabled  # TRANSITION
+        enabled = config.enabled
         return enabled is True or enabled == "auto"
+
+    @classmethod
+    def not_wanted(cls, config: ConfigT) -> str:
+        """Why the daemon does not start this source for these settings (`wanted` is false), in
+        the source's own terms, for `doctor`'s skip rows."""
+        if config.enabled is False:
+            return "disabled (enabled: false)"
+        return cls.absent_reason(config)
+
+    @classmethod
+    def absent_reason(cls, config: ConfigT) -> str:
+        """What enabled settings lack, or auto found missing, when `wanted` is false."""
+        return "enabled: auto and not detected on this host"
 
     @classmethod
     def unavailable(cls, config: ConfigT) -> str:
@@ -113,8 +126,7 @@ class PollingSource(Source[PollingConfigT]):
 
     def __init__(self, config: PollingConfigT, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.interval: float = (config["interval"] if isinstance(config, dict)  # TRANSITION
-                                else config.interval) or ctx.interval
+        self.interval: float = config.interval or ctx.interval
         self._known_targets: set[str] = set()
 
     @property

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
+
+from .config import SwitchSettings
 
 
 class ChannelSetupError(Exception):
@@ -51,9 +52,9 @@ def _read_secret(env: str | None, file: str | None, what: str) -> str:
     return ""
 
 
-def read_credentials(conn: dict[str, Any]) -> Credentials:
-    username = conn["username"] or _read_secret(conn["username_env"], conn["username_file"], "username")
-    password = _read_secret(conn["password_env"], conn["password_file"], "password")
+def read_credentials(conn: SwitchSettings) -> Credentials:
+    username = conn.username or _read_secret(conn.username_env, conn.username_file, "username")
+    password = _read_secret(conn.password_env, conn.password_file, "password")
     return Credentials(username, password)
 
 
@@ -66,9 +67,9 @@ def _read_pem(path: str | None, what: str) -> bytes | None:
         raise ChannelSetupError("tls", f"cannot read {what} {path}: {exc.strerror or exc}") from None
 
 
-def open_channel(conn: dict[str, Any]) -> grpc.aio.Channel:
-    keepalive_ms = int(conn["keepalive"] * 1000)
-    options = [
+def open_channel(conn: SwitchSettings) -> grpc.aio.Channel:
+    keepalive_ms = int(conn.keepalive * 1000)
+    options: list[tuple[str, int | str]] = [
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", max(1000, keepalive_ms // 3)),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -80,16 +81,16 @@ def open_channel(conn: dict[str, Any]) -> grpc.aio.Channel:
         # reconnects are ours (with backoff); a fresh channel per session keeps state simple
         ("grpc.enable_retries", 0),
     ]
-    if conn["insecure"]:
-        return grpc.aio.insecure_channel(conn["address"], options=options)
-    tls = conn["tls"]
+    if conn.insecure:
+        return grpc.aio.insecure_channel(conn.address, options=options)
+    tls = conn.tls
     creds = grpc.ssl_channel_credentials(
-        root_certificates=_read_pem(tls["ca_file"], "tls.ca_file"),
-        private_key=_read_pem(tls["key_file"], "tls.key_file"),
-        certificate_chain=_read_pem(tls["cert_file"], "tls.cert_file"))
-    if tls["server_name"]:
-        options.append(("grpc.ssl_target_name_override", tls["server_name"]))
-    return grpc.aio.secure_channel(conn["address"], creds, options=options)
+        root_certificates=_read_pem(tls.ca_file, "tls.ca_file"),
+        private_key=_read_pem(tls.key_file, "tls.key_file"),
+        certificate_chain=_read_pem(tls.cert_file, "tls.cert_file"))
+    if tls.server_name:
+        options.append(("grpc.ssl_target_name_override", tls.server_name))
+    return grpc.aio.secure_channel(conn.address, creds, options=options)
 
 
 __all__ = ["ChannelSetupError", "Credentials", "open_channel", "read_credentials"]

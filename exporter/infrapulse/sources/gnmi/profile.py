@@ -537,7 +537,7 @@ def _parse_rule(raw: Any, index: int, strip: bool, subs: list[PathPattern], fail
     return info_parts
 
 
-def _all_files(extra_dir: str | Path | None) -> dict[str, Path]:
+def profile_files(extra_dir: str | Path | None) -> dict[str, Path]:
     """Profile name -> file; a file in `extra_dir` named like a built-in replaces it."""
     files = _profile_files(BUILTIN_DIR)
     if extra_dir:
@@ -550,14 +550,14 @@ def _all_files(extra_dir: str | Path | None) -> dict[str, Path]:
 
 def load_profiles(extra_dir: str | Path | None = None) -> dict[str, Profile]:
     """Built-in profiles plus those in `extra_dir`; raises the first ProfileError."""
-    files = _all_files(extra_dir)
+    files = profile_files(extra_dir)
     return {name: load_profile_file(path, files) for name, path in files.items()}
 
 
 def validate_profiles(extra_dir: str | Path | None = None) -> list[ProfileError]:
     """Every problem in every profile file (built-in and `extra_dir`), for check-config."""
     try:
-        files = _all_files(extra_dir)
+        files = profile_files(extra_dir)
     except ProfileError as exc:
         return [exc]
     errors: list[ProfileError] = []

@@ -30,6 +30,7 @@ from ...backoff import Backoff
 from ...store import Store, stale_after
 from . import wire
 from .channel import ChannelSetupError, Credentials, open_channel, read_credentials
+from .config import GnmiSettings, SwitchSettings
 from .ingest import SwitchState
 from .paths import to_proto
 from .profile import Profile, StreamSpec
@@ -42,7 +43,7 @@ class SessionOwner(Protocol):
     def name(self) -> str: ...
 
     @property
-    def config(self) -> dict[str, Any]: ...
+    def config(self) -> GnmiSettings: ...
 
     @property
     def store(self) -> Store: ...
@@ -152,20 +153,20 @@ def subscribe_request(stream: StreamSpec, encoding: str, sample_interval: float)
 class SwitchSession:
     """Keeps one switch's streams up and its state fresh; owned by `GnmiSource`."""
 
-    def __init__(self, source: SessionOwner, conn: dict[str, Any], profile: Profile) -> None:
+    def __init__(self, source: SessionOwner, conn: SwitchSettings, profile: Profile) -> None:
         self.source = source
         self.conn = conn
-        self.name: str = conn["name"]
+        self.name: str = conn.name
         self.profile = profile
-        self.state = SwitchState(self.name, profile, source.config["max_series"], source.store, source.name)
-        self.backoff = Backoff(initial=1.0, cap=source.config["retry_max"])
-        intervals = profile.sample_intervals(conn["sample_interval"])
+        self.state = SwitchState(self.name, profile, source.config.max_series, source.store, source.name)
+        self.backoff = Backoff(initial=1.0, cap=source.config.retry_max)
+        intervals = profile.sample_intervals(conn.sample_interval)
         heartbeats = [s.heartbeat_interval for st in profile.streams for s in st.subscriptions
                       if s.heartbeat_interval]
-        longest = max(intervals + heartbeats, default=conn["sample_interval"])
+        longest = max(intervals + heartbeats, default=conn.sample_interval)
         # A stream is only expected to talk regularly if it has SAMPLE paths or heartbeats.
         self.expects_traffic = bool(intervals or heartbeats)
-        self.stall_timeout: float = conn["stall_timeout"] or max(3 * longest, 10.0)
+        self.stall_timeout: float = conn.stall_timeout or max(3 * longest, 10.0)
         self.sweep_period = max(intervals, default=longest)
         self.stale_after = stale_after(longest)
         self.encoding = ""
@@ -220,13 +221,13 @@ class SwitchSession:
             stub = pb_grpc.gNMIStub(channel)
             try:
                 caps = await stub.Capabilities(pb.CapabilityRequest(), metadata=metadata,
-                                               timeout=self.conn["connect_timeout"])
+                                               timeout=self.conn.connect_timeout)
                 supported = list(caps.supported_encodings)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 supported = []  # Capabilities is optional on some targets
-            self.encoding = choose_encoding(supported, self.profile, self.conn["encoding"])
+            self.encoding = choose_encoding(supported, self.profile, self.conn.encoding)
             await self._stream_all(channel, metadata)
         finally:
             await channel.close(grace=None)
@@ -267,7 +268,7 @@ class SwitchSession:
         The request side is written once and left open (half-closing ends some switches'
         streams). Writing on the call, rather than handing grpc an endless request generator,
         leaves no consumer task behind to be torn down on every reconnect."""
-        request = subscribe_request(stream, self.encoding, self.conn["sample_interval"])
+        request = subscribe_request(stream, self.encoding, self.conn.sample_interval)
         busy = Backoff(initial=BUSY_RETRY_INITIAL, cap=BUSY_RETRY_CAP)
         started = time.monotonic()
         while True:

@@ -17,7 +17,10 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .config import ShardSettings
 
 _ORDINAL = re.compile(r"-(\d+)$")
 
@@ -47,10 +50,9 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def resolve(config: Mapping[str, Any] | None, env: Mapping[str, str], hostname: str) -> Shard:
+def resolve(config: ShardSettings | None, env: Mapping[str, str], hostname: str) -> Shard:
     """This instance's shard from config, else environment, else the StatefulSet ordinal."""
-    config = config or {}
-    index, count = config.get("index"), config.get("count")
+    index, count = (config.index, config.count) if config is not None else (None, None)
     where = "shard"
     if count is None and env.get("INFRAPULSE_SHARD_COUNT"):
         count, where = _int(env["INFRAPULSE_SHARD_COUNT"], "INFRAPULSE_SHARD_COUNT"), "environment"

@@ -15,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
 
 from ...store import Snapshot
 from ..base import Source, SourceContext
 from . import shard as shard_mod
-from .config import CONFIG, TargetsFileError, merge_target, read_targets_file
+from .config import CONFIG, GnmiSettings, SwitchSettings, TargetsFileError, merge_target, read_targets_file
 from .families import SHARD_COUNT
 from .profile import Profile, load_profiles
 from .session import SwitchSession
@@ -30,12 +29,12 @@ HOUSEKEEPING_SECONDS = 1.0
 SHARD_TARGET = "#shard"
 
 
-class GnmiSource(Source[Any]):
+class GnmiSource(Source[GnmiSettings]):
     name = "gnmi"
     role = "fabric"
     CONFIG = CONFIG
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: GnmiSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
         self.sessions: dict[str, SwitchSession] = {}
         self.profiles: dict[str, Profile] = {}
@@ -43,16 +42,20 @@ class GnmiSource(Source[Any]):
         self._targets_file_stamp: tuple[int, int, int] | None = None
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config["enabled"]
+    def absent_reason(cls, config: GnmiSettings) -> str:
+        return "no targets or targets_file configured"
+
+    @classmethod
+    def wanted(cls, config: GnmiSettings) -> bool:
+        enabled = config.enabled
         if enabled == "auto":
-            return bool(config["targets"] or config["targets_file"])
+            return bool(config.targets or config.targets_file)
         return enabled is True
 
     async def run(self) -> None:
-        self.profiles = load_profiles(self.config["profiles_dir"])
+        self.profiles = load_profiles(self.config.profiles_dir)
         try:
-            self.shard = shard_mod.resolve(self.config["shard"], os.environ, self.ctx.hostname)
+            self.shard = shard_mod.resolve(self.config.shard, os.environ, self.ctx.hostname)
         except shard_mod.ShardError as exc:
             self.store.record_failure(self.name, "shard", "config", str(exc))
             self.log.error("cannot determine this instance's shard", extra={"error": str(exc)})
@@ -76,12 +79,12 @@ class GnmiSource(Source[Any]):
         snapshot.add(SHARD_COUNT, (str(self.shard.index),), float(self.shard.count))
         self.store.publish(self.name, SHARD_TARGET, snapshot, stale_after=float("inf"))
 
-    def wanted_targets(self) -> list[dict[str, Any]]:
-        targets = list(self.config["targets"])
-        if self.config["targets_file"]:
+    def wanted_targets(self) -> list[SwitchSettings]:
+        targets = list(self.config.targets)
+        if self.config.targets_file:
             self._targets_file_stamp = self._stamp()
             try:
-                targets += read_targets_file(self.config["targets_file"])
+                targets += read_targets_file(self.config.targets_file)
                 self.store.status.pop((self.name, "targets_file"), None)
             except TargetsFileError as exc:
                 # keep the switches we have rather than dropping the whole fabric on a typo
@@ -91,25 +94,25 @@ class GnmiSource(Source[Any]):
                 return [s.conn for s in self.sessions.values()]
         merged = {}
         for target in targets:
-            conn = merge_target(self.config["defaults"], target)
-            merged[conn["name"]] = conn
-        return [c for c in merged.values() if self.shard.owns(c["name"])]
+            conn = merge_target(self.config.defaults, target)
+            merged[conn.name] = conn
+        return [c for c in merged.values() if self.shard.owns(c.name)]
 
     async def on_reload(self) -> None:
         await self.reload_targets()
 
     async def reload_targets(self) -> None:
         """Start sessions for new switches, stop removed ones, restart changed ones."""
-        wanted = {c["name"]: c for c in self.wanted_targets()}
+        wanted = {c.name: c for c in self.wanted_targets()}
         for name in [n for n, s in self.sessions.items() if n not in wanted or wanted[n] != s.conn]:
             await self.sessions.pop(name).stop()
             self.store.remove(self.name, name)
         for name, conn in wanted.items():
             if name in self.sessions:
                 continue
-            profile = self.profiles.get(conn["profile"])
+            profile = self.profiles.get(conn.profile)
             if profile is None:
-                self.store.record_failure(self.name, name, "config", f"unknown profile {conn['profile']!r}")
+                self.store.record_failure(self.name, name, "config", f"unknown profile {conn.profile!r}")
                 continue
             session = SwitchSession(self, conn, profile)
             self.sessions[name] = session
@@ -117,14 +120,16 @@ class GnmiSource(Source[Any]):
         self.log.info("gnmi targets", extra={"switches": len(self.sessions), "shard": str(self.shard)})
 
     def _stamp(self) -> tuple[int, int, int] | None:
+        if not self.config.targets_file:
+            return None
         try:
-            st = os.stat(self.config["targets_file"])
+            st = os.stat(self.config.targets_file)
         except OSError:
             return None
         return (st.st_mtime_ns, st.st_size, st.st_ino)
 
     def _targets_file_changed(self) -> bool:
-        return bool(self.config["targets_file"]) and self._stamp() != self._targets_file_stamp
+        return bool(self.config.targets_file) and self._stamp() != self._targets_file_stamp
 
     async def close(self) -> None:
         self.store.remove(self.name, SHARD_TARGET)

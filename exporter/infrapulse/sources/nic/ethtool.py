@@ -374,6 +374,10 @@ class EthtoolSource(PollingSource[EthtoolSettings]):
         return setting is True
 
     @classmethod
+    def absent_reason(cls, config: EthtoolSettings) -> str:
+        return f"enabled: auto and {config.sysfs_root}/class/infiniband does not exist (no RDMA device here)"
+
+    @classmethod
     def wanted(cls, config: EthtoolSettings) -> bool:
         enabled = config.enabled
         if enabled == "auto":

@@ -633,6 +633,10 @@ class InfinibandSource(PollingSource[InfinibandSettings]):
         self.reader = InfinibandReader(config.sysfs_root, config.devices, config.rescan_interval)
 
     @classmethod
+    def absent_reason(cls, config: InfinibandSettings) -> str:
+        return f"enabled: auto and {config.sysfs_root}/class/infiniband does not exist (no RDMA device here)"
+
+    @classmethod
     def wanted(cls, config: InfinibandSettings) -> bool:
         enabled = config.enabled
         if enabled == "auto":

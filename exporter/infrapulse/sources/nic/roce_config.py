@@ -542,6 +542,10 @@ class RoceConfigSource(PollingSource[RoceConfigSettings]):
             expected_from_config(config.expected), config.debugfs_interval)
 
     @classmethod
+    def absent_reason(cls, config: RoceConfigSettings) -> str:
+        return f"enabled: auto and {config.sysfs_root}/class/infiniband does not exist (no RDMA device here)"
+
+    @classmethod
     def wanted(cls, config: RoceConfigSettings) -> bool:
         enabled = config.enabled
         if enabled == "auto":

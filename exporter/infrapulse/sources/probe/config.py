@@ -4,7 +4,6 @@ its sections."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ...schema import Bool, Duration, Float, Int, ListOf, MapOf, SchemaError, Settings, Str, setting, settings
 from ..base import SourceSettings
@@ -196,8 +195,8 @@ class VersionsSettings(Settings):
                                           "RoCE congestion-control settings).", value=Str(), default={}))
 
 
-def _check_peers(section: dict[str, Any], path: str) -> None:
-    perftest: PerftestSettings = section["perftest"]
+def _check_peers(section: ProbeSettings, path: str) -> None:
+    perftest = section.perftest
     names = [p.name for p in perftest.peers]
     if len(names) != len(set(names)):
         raise SchemaError(f"{path}.perftest.peers", f"peer names must be unique, got {names}")
@@ -216,12 +215,10 @@ def _check_peers(section: dict[str, Any], path: str) -> None:
         raise SchemaError(f"{path}.perftest.peer_server.port_min", "must be <= port_max")
 
 
-def _check(section: dict[str, Any], path: str) -> None:
-    """Cross-field rules on the validated `sources.probe` mapping (its sections are settings)."""
+def _check(section: ProbeSettings, path: str) -> None:
+    """Cross-field rules on the validated `sources.probe` section."""
     _check_peers(section, path)
-    nccl: NcclSettings = section["nccl"]
-    baseline: BaselineSettings = section["baseline"]
-    perftest: PerftestSettings = section["perftest"]
+    nccl, baseline, perftest = section.nccl, section.baseline, section.perftest
     names = [r.name for r in nccl.runs]
     if len(names) != len(set(names)):
         raise SchemaError(f"{path}.nccl.runs", f"probe names must be unique, got {names}")

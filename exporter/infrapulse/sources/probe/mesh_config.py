@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from ...schema import Bool, Duration, Float, Int, ListOf, SchemaError, Str, setting, settings
 from ..base import PollingSettings
@@ -13,18 +12,16 @@ from . import mesh_wire as wire
 DEFAULT_PORT = 9478
 
 
-def _check(section: dict[str, Any], path: str) -> None:
-    """Cross-field rules on the validated `sources.mesh` mapping (its peers are settings)."""
-    local_addresses: list[str] = section["local_addresses"]
-    peers: list[mp.MeshPeerSettings] = section["peers"]
-    for i, text in enumerate(local_addresses):
+def _check(section: MeshSettings, path: str) -> None:
+    """Cross-field rules on the validated `sources.mesh` section."""
+    for i, text in enumerate(section.local_addresses):
         try:
             mp.parse_local(text)
         except ValueError as exc:
             raise SchemaError(f"{path}.local_addresses[{i}]", f"expected an IP address or IP/prefix: {exc}") \
                 from None
-    if section["port"] == 0:
-        for i, peer in enumerate(peers):
+    if section.port == 0:
+        for i, peer in enumerate(section.peers):
             if peer.port is None:
                 raise SchemaError(f"{path}.peers[{i}].port", "required when sources.mesh.port is 0")
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ... import catalog
-from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Str
+from ...schema import Bool, Duration, Int, ListOf, SchemaError, Section, Settings, Str, setting, settings
 from ...scrape import ScrapeError, Scraper, ScrapeTarget
 from ...store import Histogram, Snapshot, stale_after
 from ...textparse import MetricFamily, typed_from_names
-from ..base import Source, SourceContext
+from ..base import Source, SourceContext, SourceSettings
 from ..budget import SeriesBudget
 from . import normalize as norm
 from .coverage import mapping_coverage
@@ -43,60 +43,66 @@ PREFIXES = {"vllm": ("vllm:", "vllm_", "ray_vllm:"), "sglang": ("sglang:", "sgla
             "triton": ("nv_trt_llm_", "nv_inference_"), "trtllm": ("trtllm_",), "tgi": ("tgi_",)}
 
 
-def _check_endpoint(ep: dict[str, Any], path: str) -> None:
-    if not ep["url"].lower().startswith(("http://", "https://")):
-        raise SchemaError(f"{path}.url", f"expected an http:// or https:// URL, got {ep['url']!r}")
-    if ep["interval"] is not None and ep["timeout"] is not None and ep["timeout"] > ep["interval"]:
+def _check_endpoint(ep: ServingEndpointSettings, path: str) -> None:
+    if not ep.url.lower().startswith(("http://", "https://")):
+        raise SchemaError(f"{path}.url", f"expected an http:// or https:// URL, got {ep.url!r}")
+    if ep.interval is not None and ep.timeout is not None and ep.timeout > ep.interval:
         raise SchemaError(f"{path}.timeout", "must not exceed the endpoint's interval")
-    if ep["bearer_token_file"] and ep["bearer_token_env"]:
+    if ep.bearer_token_file and ep.bearer_token_env:
         raise SchemaError(f"{path}.bearer_token_env", "set bearer_token_file or bearer_token_env, not both")
 
 
-def _check(section: dict[str, Any], path: str) -> None:
+def _check(section: ServingSettings, path: str) -> None:
     seen: set[str] = set()
-    for i, ep in enumerate(section["endpoints"]):
-        if ep["name"] in seen:
-            raise SchemaError(f"{path}.endpoints[{i}].name", f"duplicate endpoint name {ep['name']!r}")
-        seen.add(ep["name"])
+    for i, ep in enumerate(section.endpoints):
+        if ep.name in seen:
+            raise SchemaError(f"{path}.endpoints[{i}].name", f"duplicate endpoint name {ep.name!r}")
+        seen.add(ep.name)
 
 
-ENDPOINT = Section(
-    doc="One serving engine's metrics endpoint.",
-    check=_check_endpoint,
-    fields={
-        "name": Str("Endpoint name: the `endpoint` label and the source target.", required=True,
-                    pattern=r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"),
-        "url": Str("URL of the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics "
-                   "(vLLM/SGLang/trtllm-serve API port, Triton :8002, TGI :80).", required=True),
-        "engine": Str("Engine: auto detects it from metric prefixes (vllm:, ray_vllm:, sglang:, "
-                      "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only "
-                      "when labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM "
-                      "backend), trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed "
-                      "trtllm-serve names).", default="auto", choices=ENGINE_CHOICES),
-        "model": Str("Value of the `model` label when the engine exposes none (TGI) or an empty one.",
-                     default=""),
-        "interval": Duration("Scrape interval of this endpoint (default: the global interval).", min=0.05),
-        "timeout": Duration("Timeout of one scrape (default: 80% of the interval, at most 10s).", min=0.01),
-        "bearer_token_file": Str("File holding a bearer token sent as `Authorization: Bearer` (re-read "
-                                 "when it changes).", default=""),
-        "bearer_token_env": Str("Environment variable holding a bearer token.", default=""),
-        "headers_env": Str("Environment variable holding extra request headers: a JSON object or "
-                           "`Name: value` lines (for API keys; values are never logged).", default=""),
-        "ca_file": Str("CA bundle that verifies an https:// endpoint (default: system CAs).", default=""),
-        "tls_insecure_skip_verify": Bool("Skip TLS certificate verification (labs only).", default=False),
-        "passthrough": Bool("Also re-expose the engine's raw families with an `endpoint` label. Off "
-                            "by default: it doubles ingestion when Prometheus scrapes the engine too.",
-                            default=False),
-        "keep_labels": ListOf("Engine labels to keep instead of aggregating them away: "
-                              + ", ".join(norm.KEEPABLE) + " (dp_rank is vLLM's `engine` label, role is "
-                              "SGLang's engine_type, model_version is Triton's version).",
-                              item=Str(choices=norm.KEEPABLE), default=[]),
-        "max_response_bytes": Int("Largest /metrics body accepted; a bigger one fails with too_large.",
-                                  default=16 << 20, min=1024),
-        "retries": Int("Quick retries within one scrape after a reset or a 502/503/504.", default=1,
-                       min=0, max=5),
-    },
-)
+@settings("One serving engine's metrics endpoint.", check=_check_endpoint)
+@dataclass(kw_only=True, slots=True)
+class ServingEndpointSettings(Settings):
+    name: str = setting(Str("Endpoint name: the `endpoint` label and the source target.", required=True,
+                            pattern=r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}"))
+    url: str = setting(Str("URL of the engine's Prometheus endpoint, e.g. http://127.0.0.1:8000/metrics "
+                           "(vLLM/SGLang/trtllm-serve API port, Triton :8002, TGI :80).", required=True))
+    engine: str = setting(Str(
+        "Engine: auto detects it from metric prefixes (vllm:, ray_vllm:, sglang:, "
+        "nv_trt_llm_/nv_inference_, trtllm_, tgi_; trtllm-serve 1.x's unprefixed names only "
+        "when labelled model_name and engine_type); triton = Triton (with the TensorRT-LLM "
+        "backend), trtllm = trtllm-serve (or Triton+TRT-LLM; also reads unprefixed "
+        "trtllm-serve names).", default="auto", choices=ENGINE_CHOICES))
+    model: str = setting(Str("Value of the `model` label when the engine exposes none (TGI) or an empty one.",
+                             default=""))
+    interval: float | None = setting(Duration("Scrape interval of this endpoint (default: the global "
+                                              "interval).", min=0.05))
+    timeout: float | None = setting(Duration("Timeout of one scrape (default: 80% of the interval, at most "
+                                             "10s).", min=0.01))
+    bearer_token_file: str = setting(Str("File holding a bearer token sent as `Authorization: Bearer` "
+                                         "(re-read when it changes).", default=""))
+    bearer_token_env: str = setting(Str("Environment variable holding a bearer token.", default=""))
+    headers_env: str = setting(Str("Environment variable holding extra request headers: a JSON object or "
+                                   "`Name: value` lines (for API keys; values are never logged).",
+                                   default=""))
+    ca_file: str = setting(Str("CA bundle that verifies an https:// endpoint (default: system CAs).",
+                               default=""))
+    tls_insecure_skip_verify: bool = setting(Bool("Skip TLS certificate verification (labs only).",
+                                                  default=False))
+    passthrough: bool = setting(Bool("Also re-expose the engine's raw families with an `endpoint` label. "
+                                     "Off by default: it doubles ingestion when Prometheus scrapes the "
+                                     "engine too.", default=False))
+    keep_labels: list[str] = setting(ListOf(
+        "Engine labels to keep instead of aggregating them away: " + ", ".join(norm.KEEPABLE)
+        + " (dp_rank is vLLM's `engine` label, role is SGLang's engine_type, model_version is Triton's "
+        "version).", item=Str(choices=norm.KEEPABLE), default=[]))
+    max_response_bytes: int = setting(Int("Largest /metrics body accepted; a bigger one fails with "
+                                          "too_large.", default=16 << 20, min=1024))
+    retries: int = setting(Int("Quick retries within one scrape after a reset or a 502/503/504.", default=1,
+                               min=0, max=5))
+
+
+ENDPOINT = ServingEndpointSettings.SCHEMA
 
 
 @dataclass(frozen=True)
@@ -110,16 +116,15 @@ class Endpoint:
     target: ScrapeTarget
 
     @classmethod
-    def from_config(cls, ep: dict[str, Any], default_interval: float) -> Endpoint:
-        interval = ep["interval"] or default_interval
-        timeout = ep["timeout"] or min(0.8 * interval, 10.0)
-        target = ScrapeTarget(url=ep["url"], timeout=timeout, max_bytes=ep["max_response_bytes"],
-                              bearer_token_file=ep["bearer_token_file"],
-                              bearer_token_env=ep["bearer_token_env"], headers_env=ep["headers_env"],
-                              ca_file=ep["ca_file"], tls_insecure_skip_verify=ep["tls_insecure_skip_verify"],
-                              retries=ep["retries"])
-        return cls(ep["name"], ep["engine"], ep["model"], interval, ep["passthrough"],
-                   tuple(ep["keep_labels"]), target)
+    def from_config(cls, ep: ServingEndpointSettings, default_interval: float) -> Endpoint:
+        interval = ep.interval or default_interval
+        timeout = ep.timeout or min(0.8 * interval, 10.0)
+        target = ScrapeTarget(url=ep.url, timeout=timeout, max_bytes=ep.max_response_bytes,
+                              bearer_token_file=ep.bearer_token_file,
+                              bearer_token_env=ep.bearer_token_env, headers_env=ep.headers_env,
+                              ca_file=ep.ca_file, tls_insecure_skip_verify=ep.tls_insecure_skip_verify,
+                              retries=ep.retries)
+        return cls(ep.name, ep.engine, ep.model, interval, ep.passthrough, tuple(ep.keep_labels), target)
 
 
 def choose_format(families: dict[str, MetricFamily], configured: str) -> str:
@@ -202,36 +207,45 @@ HISTORY_DEPRECATED = ("deprecated and ignored: the health service keeps the TTFT
                       "health.window needs; remove the key")
 
 
-class ServingSource(Source[Any]):
+@settings("LLM serving engines (vLLM, SGLang, TensorRT-LLM via Triton or trtllm-serve, TGI): scraped, "
+          "normalised into infrapulse_llm_*, and summarised for the health score. See docs/serving.md.",
+          check=_check)
+@dataclass(kw_only=True, slots=True)
+class ServingSettings(SourceSettings):
+    enabled: bool = setting(Bool("Scrape the configured endpoints (the source only runs when there are "
+                                 "some).", default=True))
+    endpoints: list[ServingEndpointSettings] = setting(ListOf("Serving endpoints to scrape.", item=ENDPOINT,
+                                                              default=[]))
+    history: float = setting(Duration("Ignored, accepted so existing configs still load: the health service "
+                                      "keeps the TTFT/ITL readings its own health.window needs.",
+                                      default="10m", min=10, deprecated=HISTORY_DEPRECATED))
+    max_series: int = setting(Int("Most series one endpoint may hold, normalised and passthrough together (a "
+                                  "histogram counts once); new series past it are dropped and counted in "
+                                  "infrapulse_source_series_dropped_total.", default=10_000, min=1))
+
+
+CONFIG = ServingSettings.SCHEMA
+
+
+class ServingSource(Source[ServingSettings]):
     name: ClassVar[str] = "serving"
-    CONFIG: ClassVar[Section] = Section(
-        doc="LLM serving engines (vLLM, SGLang, TensorRT-LLM via Triton or trtllm-serve, TGI): scraped, "
-            "normalised into infrapulse_llm_*, and summarised for the health score. See docs/serving.md.",
-        check=_check,
-        fields={
-            "enabled": Bool("Scrape the configured endpoints (the source only runs when there are some).",
-                            default=True),
-            "endpoints": ListOf("Serving endpoints to scrape.", item=ENDPOINT, default=[]),
-            "history": Duration("Ignored, accepted so existing configs still load: the health service keeps "
-                                "the TTFT/ITL readings its own health.window needs.", default="10m", min=10,
-                                deprecated=HISTORY_DEPRECATED),
-            "max_series": Int("Most series one endpoint may hold, normalised and passthrough together (a "
-                              "histogram counts once); new series past it are dropped and counted in "
-                              "infrapulse_source_series_dropped_total.", default=10_000, min=1),
-        },
-    )
+    CONFIG: ClassVar[Section] = CONFIG
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        return bool(config["enabled"]) and bool(config["endpoints"])
+    def absent_reason(cls, config: ServingSettings) -> str:
+        return "no endpoints configured"
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    @classmethod
+    def wanted(cls, config: ServingSettings) -> bool:
+        return bool(config.enabled) and bool(config.endpoints)
+
+    def __init__(self, config: ServingSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config["endpoints"]]
+        self.endpoints = [Endpoint.from_config(ep, ctx.interval) for ep in config.endpoints]
         self.scraper = Scraper()
         self._engine_of: dict[str, str] = {}  # last detected engine label per endpoint
         self._was_up: dict[str, bool] = {}
-        self.budgets = {ep.name: SeriesBudget(config["max_series"]) for ep in self.endpoints}
+        self.budgets = {ep.name: SeriesBudget(config.max_series) for ep in self.endpoints}
 
     def stale_after(self, ep: Endpoint) -> float:
         return stale_after(ep.interval)

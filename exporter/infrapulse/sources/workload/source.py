@@ -17,14 +17,14 @@ import shutil
 import socket
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
-from ...schema import AutoBool, Bool, Duration, Int, ListOf, Section, Str
+from ...schema import AutoBool, Bool, Duration, Int, ListOf, Settings, Str, setting, settings
 from ...store import Snapshot
-from ..base import PollingSource, SourceContext, TargetResult
+from ..base import PollingSettings, PollingSource, SourceContext, TargetResult
 from ..gpu.nvml_api import InitError, NvmlApi, RealNvml
 from . import families as F
 from .attribution import Attribution, EndpointRule, Gpu, Nic, attribute
@@ -39,98 +39,107 @@ OPEN_FAKE_KEY = "nvml.open_fake"  # the same injected opener as sources.nvml.fak
 COVERAGE = ("pod_resources", "gpu_processes", "endpoints", "topology")
 AUTO_SCONTROL = "auto"
 
-ENDPOINT = Section(
-    doc="How one serving endpoint's GPUs are found (any of port, pods, gpus; they add up).",
-    fields={
-        "name": Str("The endpoint's name, as in sources.serving.endpoints[].name.", required=True),
-        "port": Int("The engine's listening TCP port: the process holding it and its descendants "
-                    "are looked up on the GPUs (0 = not used).", default=0, min=0, max=65535),
-        "pods": ListOf("The pods that run it: the GPUs the kubelet granted them.", item=Str(), default=[]),
-        "namespace": Str("The pods' namespace.", default="default"),
-        "gpus": ListOf("GPU indexes it uses, as written (an explicit attribution).", item=Int(min=0),
-                       default=[]),
-    },
-)
+@settings("How one serving endpoint's GPUs are found (any of port, pods, gpus; they add up).")
+@dataclass(kw_only=True, slots=True)
+class WorkloadEndpointSettings(Settings):
+    name: str = setting(Str("The endpoint's name, as in sources.serving.endpoints[].name.", required=True))
+    port: int = setting(Int("The engine's listening TCP port: the process holding it and its descendants "
+                            "are looked up on the GPUs (0 = not used).", default=0, min=0, max=65535))
+    pods: list[str] = setting(ListOf("The pods that run it: the GPUs the kubelet granted them.", item=Str(),
+                                     default=[]))
+    namespace: str = setting(Str("The pods' namespace.", default="default"))
+    gpus: list[int] = setting(ListOf("GPU indexes it uses, as written (an explicit attribution).",
+                                     item=Int(min=0), default=[]))
 
 
-class WorkloadSource(PollingSource[Any]):
+ENDPOINT = WorkloadEndpointSettings.SCHEMA
+
+
+@settings("Workload attribution: the pods, Slurm jobs and serving endpoints using this node's GPUs and "
+          "NICs, as join series (docs/attribution.md).")
+@dataclass(kw_only=True, slots=True)
+class WorkloadSettings(PollingSettings):
+    enabled: bool | str = setting(AutoBool("auto: on when the kubelet pod-resources socket exists, NVML is "
+                                           "present (/dev/nvidiactl) or `nvml_fake` or `endpoints` are set."))
+    interval: float = setting(Duration("How often attribution is refreshed (pods and jobs start and stop in "
+                                       "minutes, not seconds).", default="15s", min=0.05))
+    pod_resources_socket: str = setting(Str("The kubelet pod-resources API socket (\"\" = not read).",
+                                            default=DEFAULT_SOCKET))
+    pod_resources_timeout: float = setting(Duration("Timeout of one List call.", default="2s", min=0.01))
+    proc_root: str = setting(Str("Where procfs is mounted (the host's, for a containerised daemon: "
+                                 "/host/proc with hostPID).", default="/proc"))
+    sysfs_root: str = setting(Str("Where sysfs is mounted (PCIe topology, RDMA devices).", default="/sys"))
+    nvml: bool = setting(Bool("Read the GPUs and their compute processes from NVML.", default=True))
+    nvml_fake: str = setting(Str("Simulation and testing only: a GPU data file for the NVML fake (as "
+                                 "sources.nvml.fake).", default=""))
+    scontrol: str = setting(Str(
+        "Slurm's scontrol, for the GPU indexes each running job holds here (`scontrol show job --details "
+        "--oneliner`, its GRES IDX): a job is named on a GPU it holds even where none of its processes "
+        "runs. auto: scontrol from PATH where slurmd runs on this node (a Slurm compute node), else not "
+        "read; a path: that binary (missing = an error); \"\": not read.", default=AUTO_SCONTROL))
+    scontrol_interval: float = setting(Duration(
+        "How often scontrol is asked (each call is one request to slurmctld, answered with every job of "
+        "the cluster: keep it slow on large clusters).", default="60s", min=1.0))
+    scontrol_timeout: float = setting(Duration("Timeout of one scontrol call.", default="10s", min=0.1))
+    slurm_node_name: str = setting(Str("This node's Slurm NodeName (\"\" = the host name up to the first "
+                                       "dot).", default=""))
+    user_names: bool = setting(Bool("Export slurm_user (the job owner's name). Off: user names are personal "
+                                    "data; job ids are kept.", default=False))
+    endpoints: list[WorkloadEndpointSettings] = setting(ListOf(
+        "Serving endpoints and how their GPUs are found.", item=ENDPOINT, default=[]))
+    max_series: int = setting(Int("Most join series per pass; past it the rest is dropped and reported.",
+                                  default=4000, min=1))
+
+
+class WorkloadSource(PollingSource[WorkloadSettings]):
     name = F.SRC
     role = "node"
-    CONFIG = Section(
-        doc="Workload attribution: the pods, Slurm jobs and serving endpoints using this node's GPUs "
-            "and NICs, as join series (docs/attribution.md).",
-        fields={
-            "enabled": AutoBool("auto: on when the kubelet pod-resources socket exists, NVML is present "
-                                "(/dev/nvidiactl) or `nvml_fake` or `endpoints` are set."),
-            "interval": Duration("How often attribution is refreshed (pods and jobs start and stop in "
-                                 "minutes, not seconds).", default="15s", min=0.05),
-            "pod_resources_socket": Str("The kubelet pod-resources API socket (\"\" = not read).",
-                                        default=DEFAULT_SOCKET),
-            "pod_resources_timeout": Duration("Timeout of one List call.", default="2s", min=0.01),
-            "proc_root": Str("Where procfs is mounted (the host's, for a containerised daemon: "
-                             "/host/proc with hostPID).", default="/proc"),
-            "sysfs_root": Str("Where sysfs is mounted (PCIe topology, RDMA devices).", default="/sys"),
-            "nvml": Bool("Read the GPUs and their compute processes from NVML.", default=True),
-            "nvml_fake": Str("Simulation and testing only: a GPU data file for the NVML fake (as "
-                             "sources.nvml.fake).", default=""),
-            "scontrol": Str("Slurm's scontrol, for the GPU indexes each running job holds here "
-                            "(`scontrol show job --details --oneliner`, its GRES IDX): a job is named on "
-                            "a GPU it holds even where none of its processes runs. auto: scontrol from "
-                            "PATH where slurmd runs on this node (a Slurm compute node), else not read; "
-                            "a path: that binary (missing = an error); \"\": not read.",
-                            default=AUTO_SCONTROL),
-            "scontrol_interval": Duration("How often scontrol is asked (each call is one request to "
-                                          "slurmctld, answered with every job of the cluster: keep it "
-                                          "slow on large clusters).", default="60s", min=1.0),
-            "scontrol_timeout": Duration("Timeout of one scontrol call.", default="10s", min=0.1),
-            "slurm_node_name": Str("This node's Slurm NodeName (\"\" = the host name up to the first "
-                                   "dot).", default=""),
-            "user_names": Bool("Export slurm_user (the job owner's name). Off: user names are personal "
-                               "data; job ids are kept.", default=False),
-            "endpoints": ListOf("Serving endpoints and how their GPUs are found.", item=ENDPOINT, default=[]),
-            "max_series": Int("Most join series per pass; past it the rest is dropped and reported.",
-                              default=4000, min=1),
-        },
-    )
+    CONFIG = WorkloadSettings.SCHEMA
 
-    def __init__(self, config: dict[str, Any], ctx: SourceContext) -> None:
+    def __init__(self, config: WorkloadSettings, ctx: SourceContext) -> None:
         super().__init__(config, ctx)
-        self.proc_root = Path(config["proc_root"])
-        self.sysfs_root = Path(config["sysfs_root"])
-        self.rules = [EndpointRule(e["name"], e["port"], tuple(e["pods"]), e["namespace"],
-                                   tuple(str(g) for g in e["gpus"])) for e in config["endpoints"]]
+        self.proc_root = Path(config.proc_root)
+        self.sysfs_root = Path(config.sysfs_root)
+        self.rules = [EndpointRule(e.name, e.port, tuple(e.pods), e.namespace, tuple(str(g) for g in e.gpus))
+                      for e in config.endpoints]
         self._listeners: dict[int, int] = {}  # endpoint port -> the PID found listening last time
         self._nvml: NvmlApi | None = None
         self._nvml_error = ""
-        self.scontrol = _scontrol(config["scontrol"], self.proc_root)
-        self.slurm_node = config["slurm_node_name"] or socket.gethostname().split(".")[0]
+        self.scontrol = _scontrol(config.scontrol, self.proc_root)
+        self.slurm_node = config.slurm_node_name or socket.gethostname().split(".")[0]
         self._gres: list[GresAllocation] = []
         self._gres_error = ""
         self._gres_read_at = -float("inf")
         self._gres_task: asyncio.Task[list[GresAllocation]] | None = None
 
     @classmethod
-    def wanted(cls, config: dict[str, Any]) -> bool:
-        enabled = config["enabled"]
+    def absent_reason(cls, config: WorkloadSettings) -> str:
+        # auto looks for any source of truth
+        return (f"enabled: auto and no kubelet socket ({config.pod_resources_socket or 'none'}), "
+                "NVML device or endpoints here")
+
+    @classmethod
+    def wanted(cls, config: WorkloadSettings) -> bool:
+        enabled = config.enabled
         if enabled == "auto":
-            socket = config["pod_resources_socket"]
-            return bool(config["nvml_fake"] or config["endpoints"] or (socket and os.path.exists(socket))
-                        or (config["nvml"] and os.path.exists("/dev/nvidiactl")))
+            socket = config.pod_resources_socket
+            return bool(config.nvml_fake or config.endpoints or (socket and os.path.exists(socket))
+                        or (config.nvml and os.path.exists("/dev/nvidiactl")))
         return enabled is True
 
     # -- reading ----------------------------------------------------------------------------
 
     def _open_nvml(self) -> NvmlApi:
-        if self.config["nvml_fake"]:
+        if self.config.nvml_fake:
             open_fake: Callable[[str], NvmlApi] | None = self.ctx.options.get(OPEN_FAKE_KEY)
             if open_fake is None:
                 raise InitError("no_fake", "sources.workload.nvml_fake is set, but this daemon was given "
                                            "no NVML fake")
-            return open_fake(self.config["nvml_fake"])
+            return open_fake(self.config.nvml_fake)
         return RealNvml()
 
     def _read_gpus(self, errors: list[str]) -> list[Gpu]:
-        if not self.config["nvml"]:
+        if not self.config.nvml:
             return []
         try:
             if self._nvml is None:
@@ -178,7 +187,7 @@ class WorkloadSource(PollingSource[Any]):
         return out
 
     def _user_of(self, uid: int) -> str:
-        if not self.config["user_names"]:
+        if not self.config.user_names:
             return ""
         try:
             return pwd.getpwuid(uid).pw_name
@@ -206,16 +215,16 @@ class WorkloadSource(PollingSource[Any]):
             except (OSError, asyncio.TimeoutError, RuntimeError) as exc:
                 self._gres, self._gres_error = [], f"{type(exc).__name__}: {exc}"
         now = time.monotonic()
-        if self._gres_task is None and now - self._gres_read_at >= self.config["scontrol_interval"]:
+        if self._gres_task is None and now - self._gres_read_at >= self.config.scontrol_interval:
             self._gres_read_at = now
             self._gres_task = asyncio.create_task(
-                read_allocations(self.scontrol, self.slurm_node, self.config["scontrol_timeout"]))
+                read_allocations(self.scontrol, self.slurm_node, self.config.scontrol_timeout))
         if self._gres_error:
             errors.append(f"scontrol: {self._gres_error}")
         return self._gres
 
     async def _grants(self, errors: list[str]) -> list[DeviceGrant]:
-        socket = self.config["pod_resources_socket"]
+        socket = self.config.pod_resources_socket
         if not socket:
             return []
         if not os.path.exists(socket):
@@ -223,7 +232,7 @@ class WorkloadSource(PollingSource[Any]):
                 errors.append(f"pod_resources: {socket} does not exist")
             return []
         try:
-            return await list_grants(socket, self.config["pod_resources_timeout"])
+            return await list_grants(socket, self.config.pod_resources_timeout)
         except grpc.aio.AioRpcError as exc:
             errors.append(f"pod_resources: {exc.code().name}: {exc.details()}")
         except (TimeoutError, OSError) as exc:
@@ -237,7 +246,7 @@ class WorkloadSource(PollingSource[Any]):
         found = await asyncio.to_thread(self._attribute, grants, gres, errors)
         snap, dropped = self._snapshot(found)
         if dropped:
-            errors.append(f"budget: {dropped} join series over max_series {self.config['max_series']} "
+            errors.append(f"budget: {dropped} join series over max_series {self.config.max_series} "
                           "dropped")
         coverage = COVERAGE + (("slurm_gres",) if self.scontrol else ())
         self.store.set_coverage(self.name, TARGET, {k: found.counts.get(k, 0) for k in coverage})
@@ -252,7 +261,7 @@ class WorkloadSource(PollingSource[Any]):
                 for index, whos in sorted(found.gpu_rows.items()) for who in sorted(whos)]
         rows += [(F.NIC_INFO, (device, netdevs.get(device, "")), who)
                  for device, whos in sorted(found.nic_rows.items()) for who in sorted(whos)]
-        kept = rows[:self.config["max_series"]]
+        kept = rows[:self.config.max_series]
         for family, keys, who in kept:
             mig = who.mig() if family == F.GPU_INFO else ()
             snap.add(family, (*keys, who.kind, who.workload, *who.details(), *mig), 1.0)
