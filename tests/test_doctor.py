@@ -190,8 +190,6 @@ def test_each_source_says_in_its_own_terms_why_it_does_not_run(tmp_path):
     assert why(cfg, "ethtool") == (
         f"enabled: auto and {tmp_path}/class/infiniband does not exist (no RDMA device here)")
     assert why(cfg, "dcgm") == "disabled (enabled: false)"  # off by default
-    mesh_auto = load_text("sources: {mesh: {enabled: auto}}")
-    assert why(mesh_auto, "mesh") == "enabled: auto and not detected on this host"
 
 
 def test_doctor_cli_prints_all_config_errors_and_exits_2(tmp_path):
