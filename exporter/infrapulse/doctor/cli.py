@@ -12,16 +12,18 @@ import json
 import logging
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import webconfig
 from ..config import Config, ConfigError, load_file
 from ..schema import format_duration
-from ..sources import registry
-from ..sources.gnmi.config import GnmiSettings, TargetSettings, TargetsFileError, read_targets_file
-from .files import check_files
-from .probes import probe_all
 from .report import FAIL, OK, WARN, Check, summary, table, with_fix
+
+if TYPE_CHECKING:
+    from ..sources.gnmi.config import TargetSettings
+
+# The sources, the probes (grpc, pygnmi) and the web config (bcrypt, cryptography) are imported
+# where a check needs them: building the CLI's parser (every `infrapulse` command) must not
+# cost their ~0.8 s.
 
 OptionsFor = Callable[[Config], dict[str, Any]]
 
@@ -55,6 +57,8 @@ def config_checks(path: str) -> tuple[Config | None, list[Check]]:
 
 def web_config_checks(path: str) -> list[Check]:
     """The web config loaded as the daemon loads it (certificates and key included)."""
+    from .. import webconfig
+
     try:
         web = webconfig.load(path)
     except (webconfig.WebConfigError, ValueError) as exc:
@@ -65,6 +69,8 @@ def web_config_checks(path: str) -> list[Check]:
 
 def _file_scopes(cfg: Config, wanted: set[str]) -> list[tuple[str, TargetSettings]]:
     """Targets of a gNMI targets_file carry their own TLS and credential files."""
+    from ..sources.gnmi.config import GnmiSettings, TargetsFileError, read_targets_file
+
     gnmi: GnmiSettings = cfg.sources["gnmi"]
     if "gnmi" not in wanted or not gnmi.targets_file:
         return []
@@ -78,6 +84,9 @@ def _file_scopes(cfg: Config, wanted: set[str]) -> list[tuple[str, TargetSetting
 def referenced_file_checks(cfg: Config) -> list[Check]:
     """The files, directories and variables the enabled sources point at (`doctor`'s file rows;
     `check-config` fails on the same ones)."""
+    from ..sources import registry
+    from .files import check_files
+
     wanted = {name for name, cls in registry().items() if cls.wanted(cfg.sources[name])}
     return check_files(cfg, wanted, _file_scopes(cfg, wanted))
 
@@ -89,6 +98,8 @@ async def run_checks(path: str, options_for: OptionsFor, web_config: str | None 
         checks += web_config_checks(web_config)
     if cfg is None or any(c.result == FAIL for c in checks):
         return 2, [with_fix(c) for c in checks]
+    from .probes import probe_all
+
     checks += referenced_file_checks(cfg)
     checks += await probe_all(cfg, options_for(cfg), hostname or cfg.hostname or socket.gethostname())
     checks = [with_fix(c) for c in checks]
