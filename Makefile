@@ -36,12 +36,16 @@ system-deps:
 demo: $(DEMO_STAMP)
 	@scripts/demo.sh
 
-# One pytest session over tests/ (unit and e2e), so a unit failure still reports the e2e results.
+# The unit tier runs on every core (pytest-xdist: -n auto); the e2e tier runs serially, because its
+# stacks of real Prometheus, Alertmanager, vmalert and daemons wait on real scrape and evaluation
+# intervals that a second stack on the same cores would stretch. A unit failure still runs and
+# reports the e2e tier; either failing fails the target.
 test: $(STAMP) system-deps
-	HYPOTHESIS_PROFILE=ci $(PYTEST) tests $(PYTEST_ARGS)
+	@rc=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto tests --ignore=tests/e2e $(PYTEST_ARGS) || rc=1; \
+	HYPOTHESIS_PROFILE=ci $(PYTEST) tests/e2e $(PYTEST_ARGS) || rc=1; exit $$rc
 
 unit: $(STAMP)
-	$(PYTEST) tests --ignore=tests/e2e $(PYTEST_ARGS)
+	$(PYTEST) -n auto tests --ignore=tests/e2e $(PYTEST_ARGS)
 
 e2e: $(STAMP) system-deps
 	$(PYTEST) tests/e2e $(PYTEST_ARGS)
