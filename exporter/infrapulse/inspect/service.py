@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from ..deadline import within
-from ..health.config import HealthSettings
+from ..health import service as health_service
 from ..health.scoring import Report
 from ..services import Channel
 from ..store import Snapshot, Store, stale_after
@@ -49,14 +49,8 @@ TRIGGER_KINDS = ("score", "component", "on_demand")
 VERDICT_LAYERS = ("queue", "compute", "network", "none")
 
 
-class Reloaded(Protocol):
-    """What `reload` reads of the daemon's whole new config (`infrapulse.config.Config`, a layer
-    above this package, which must not be imported here)."""
-
-    interval: float  # the daemon's default interval
-
-    @property
-    def health(self) -> HealthSettings: ...
+class Reloaded(health_service.Reloaded, Protocol):
+    """What `reload` reads of the daemon's whole new config: the health service's, and `inspect`."""
 
     @property
     def inspect(self) -> InspectSettings: ...
