@@ -81,16 +81,30 @@ def test_unreadable_files(tmp_path):
 
 
 @pytest.mark.parametrize("text,key", [(t, k) for t, k, _ in BAD])
-def test_cli_exit_code_2(tmp_path, text, key):
+def test_cli_exit_code_2(tmp_path, capsys, text, key):
+    """Every malformed config: exit code 2 and one line naming the file and the key, from the
+    CLI's entry point (what `python -m infrapulse` passes to sys.exit; a real process below)."""
+    from infrapulse.cli import main
+
     path = tmp_path / "bad.yaml"
     path.write_text(text)
+    for argv in (["check-config", str(path)], ["run", "--config", str(path)]):
+        assert main(argv) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1, lines  # one message (a traceback would have failed the call)
+        assert str(path) in lines[0] and key in lines[0]
+
+
+def test_a_malformed_config_exits_2_from_a_real_process(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD[0][0])
     for argv in (["check-config", str(path)], ["run", "--config", str(path)]):
         proc = subprocess.run([sys.executable, "-m", "infrapulse", *argv], capture_output=True, text=True,
                               timeout=60)
         assert proc.returncode == 2, proc.stderr
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(lines) == 1, proc.stderr  # one message, no traceback
-        assert str(path) in lines[0] and key in lines[0]
+        assert str(path) in lines[0] and BAD[0][1] in lines[0]
 
 
 def test_check_config_ok(tmp_path):
