@@ -119,14 +119,26 @@ def _child_of(pid: int, comm: str) -> int | None:
     return None
 
 
+def _stepds() -> set[int]:
+    """PIDs of the running slurmstepd processes."""
+    found = set()
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"slurmstepd: ["):
+                found.add(int(p))
+        except OSError:
+            continue
+    return found
+
+
 async def test_a_real_srun_job_is_attributed_through_its_cgroup(slurm, tmp_path):
+    # A slurmstepd this job did not start (one orphaned by an earlier run on this machine) has no
+    # sleep of ours below it: only a new one is this job's step.
+    before = _stepds()
     job = subprocess.Popen([BIN["srun"], "-N1", "-n1", "--job-name=infrapulse-e2e", "sleep", "300"],
                            env=slurm, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        stepd = _wait(lambda: next((int(p) for p in os.listdir("/proc") if p.isdigit()
-                                    and Path(f"/proc/{p}/cmdline").exists()
-                                    and Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"slurmstepd: [")),
-                                   None), 30, "slurmstepd")
+        stepd = _wait(lambda: min(_stepds() - before, default=None), 30, "slurmstepd")
         sleep_pid = _wait(lambda: _child_of(stepd, "sleep"), 30, "the job's sleep")
         found = read_process(Path("/proc"), sleep_pid)
         assert found is not None and found.slurm_job_id.isdigit() and found.slurm_step == "0", \
