@@ -391,7 +391,7 @@ def entries(cls: type[Any]) -> dict[str, Field]:
 def settings(doc: str = "", *, check: Callable[[Any, str], None] | None = None,
              default: Any = None) -> Callable[[type[SettingsT]], type[SettingsT]]:
     """Class decorator (above `@dataclass(kw_only=True, slots=True)`): sets `SCHEMA`, the Section
-    whose keys are the class's fields in declaration order, validated into an instance."""
+    whose keys are the class's fields in `entries` order, validated into an instance."""
 
     def attach(cls: type[SettingsT]) -> type[SettingsT]:
         if not dataclasses.is_dataclass(cls):
