@@ -33,6 +33,7 @@ without the eos-native provider refuse a whole origin (`refuse_origins`). It che
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
@@ -246,8 +247,10 @@ class SimSwitch:
     def containers(self, malformed: bool = False) -> list[tuple[tuple[Elem, ...], dict[str, object]]]:
         """OpenConfig-style (container path, {leaf: value}) pairs for every port, in the profile's
         dialect, less the leaves named in `absent`."""
-        out: list[tuple[tuple[Elem, ...], dict[str, object]]] = []
         absent = self.absent
+        if not absent:
+            return self._containers(malformed)
+        out: list[tuple[tuple[Elem, ...], dict[str, object]]] = []
         for container, values in self._containers(malformed):
             kept = {k: v for k, v in values.items() if k not in absent}
             if kept:
@@ -382,7 +385,10 @@ def _matches(sub: list[tuple[str, dict[str, str]]], full: tuple[Elem, ...]) -> b
     return True
 
 
-def _proto_path(elems: Iterable[Elem], origin: str = "", target: str = "") -> pb.Path:
+# The same few thousand paths go out on every sample: built once. Each use copies the message
+# into the Notification or Update it is passed to, so the cached one is never changed.
+@functools.lru_cache(maxsize=1 << 16)
+def _proto_path(elems: tuple[Elem, ...], origin: str = "", target: str = "") -> pb.Path:
     return pb.Path(origin=origin, target=target, elem=[pb.PathElem(name=n, key=dict(k)) for n, k in elems])
 
 
@@ -436,6 +442,21 @@ def _json_subtree(rel_leaves: list[tuple[tuple[Elem, ...], object]], ietf: bool,
     return root
 
 
+class SwitchView:
+    """A switch's data tree as one tick of a stream sees it: built on first use, then shared by
+    every subscription of the stream that is due in that tick (a stream of four subscriptions
+    walked the whole switch four times a second)."""
+
+    def __init__(self, switch: SimSwitch, malformed: bool) -> None:
+        self.switch, self.malformed = switch, malformed
+        self._containers: list[tuple[tuple[Elem, ...], dict[str, object]]] | None = None
+
+    def containers(self) -> list[tuple[tuple[Elem, ...], dict[str, object]]]:
+        if self._containers is None:
+            self._containers = self.switch.containers(self.malformed)
+        return self._containers
+
+
 class Renderer:
     """Notifications for one subscription, in one encoding, from a switch's current state."""
 
@@ -446,13 +467,14 @@ class Renderer:
         self.sub_elems = _elems(sub.path)
         self.encoding = encoding
 
-    def leaves(self, malformed: bool) -> dict[tuple[Elem, ...], object]:
+    def leaves(self, malformed: bool, view: SwitchView | None = None) -> dict[tuple[Elem, ...], object]:
         # The container is matched once, the leaves only below a container that matches: a
         # 64-port switch has ~9,000 leaves per subscription to look at, and the whole-process
         # bench needs the simulator to keep up with 32 of them on a shared machine.
         out: dict[tuple[Elem, ...], object] = {}
         sub = self.sub_elems
-        for container, values in self.switch.containers(malformed):
+        view = view or SwitchView(self.switch, malformed)
+        for container, values in view.containers():
             depth = len(container)
             if len(sub) <= depth:
                 if _matches(sub, container):
@@ -465,9 +487,10 @@ class Renderer:
                         out[full] = value
         return out
 
-    def render(self, malformed: bool = False,
-               previous: RenderState | None = None) -> tuple[list[pb.Notification], RenderState]:
-        """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE)."""
+    def render(self, malformed: bool = False, previous: RenderState | None = None,
+               view: SwitchView | None = None) -> tuple[list[pb.Notification], RenderState]:
+        """(notifications, state); with `previous`, only what changed since that state (ON_CHANGE).
+        `view`: the switch as this tick sees it, shared by the stream's subscriptions."""
         ts = time.time_ns()
         if [name for name, _ in self.sub_elems[:2]] in (["LANZ"], ["LANZ", "congestion"]):
             return self._render_lanz(ts, previous)
@@ -482,7 +505,7 @@ class Renderer:
                 return [], {"table": table}
             update = pb.Update(path=self.sub.path, val=pb.TypedValue(json_ietf_val=json.dumps(sent).encode()))
             return [pb.Notification(timestamp=ts, prefix=self.prefix, update=[update])], {"table": table}
-        leaves = self.leaves(malformed)
+        leaves = self.leaves(malformed, view)
         if previous is not None:
             changed = {k: v for k, v in leaves.items() if previous.get(k, _ABSENT) != v}
         else:
@@ -504,12 +527,16 @@ class Renderer:
         ietf = self.encoding == pb.JSON_IETF
         depth = len(self.sub_elems)
         instances = {full[:depth] for full in changed}
+        below: dict[tuple[Elem, ...], list[tuple[tuple[Elem, ...], object]]] = {}
+        for full, v in leaves.items():  # a changed instance is sent whole, every leaf below it
+            if full[:depth] in instances:
+                below.setdefault(full[:depth], []).append((full[depth:], v))
         augments = AUGMENT_MODULES.get(self.switch.profile, {})
         for inst in sorted(instances):
             module = BASE_MODULES.get(inst[0][0], "openconfig")
             for name, _ in inst:
                 module = augments.get(name, module)
-            rel = [(full[depth:], v) for full, v in leaves.items() if full[:depth] == inst]
+            rel = below[inst]
             doc = _json_subtree(rel, ietf, module, augments)
             raw = json.dumps(doc).encode()
             val = pb.TypedValue(json_ietf_val=raw) if ietf else pb.TypedValue(json_val=raw)
@@ -729,8 +756,9 @@ class GnmiTarget(pb_grpc.gNMIServicer):  # type: ignore[misc]
         while self.fault == "stall":
             await self.fault_changed.wait()
         malformed = self.fault == "malformed"
+        view = SwitchView(switch, malformed)
         for plan in plans:
-            notes, plan.state = plan.renderer.render(malformed)
+            notes, plan.state = plan.renderer.render(malformed, view=view)
             plan.last_sent = time.monotonic()
             for n in notes:
                 yield pb.SubscribeResponse(update=n)
@@ -754,8 +782,9 @@ class GnmiTarget(pb_grpc.gNMIServicer):  # type: ignore[misc]
                 yield pb.SubscribeResponse(update=pb.Notification(
                     timestamp=time.time_ns(), prefix=pb.Path(origin=origin), delete=deletes))
             now = time.monotonic()
+            view = SwitchView(switch, malformed)
             for plan in plans:
-                notes = plan.due(now, malformed)
+                notes = plan.due(now, view)
                 for n in notes:
                     yield pb.SubscribeResponse(update=n)
 
@@ -775,20 +804,21 @@ class _Plan:
         self.state: RenderState = {}
         self.last_sent = 0.0
 
-    def due(self, now: float, malformed: bool) -> list[pb.Notification]:
+    def due(self, now: float, view: SwitchView) -> list[pb.Notification]:
+        malformed = view.malformed
         if self.on_change:
             if self.heartbeat and now - self.last_sent >= self.heartbeat:
-                notes, self.state = self.renderer.render(malformed)
+                notes, self.state = self.renderer.render(malformed, view=view)
                 self.last_sent = now
                 return notes
-            notes, self.state = self.renderer.render(malformed, previous=self.state)
+            notes, self.state = self.renderer.render(malformed, previous=self.state, view=view)
             if notes:
                 self.last_sent = now
             return notes
         if now - self.last_sent + 1e-3 < self.period:
             return []
         self.last_sent = now
-        notes, self.state = self.renderer.render(malformed)
+        notes, self.state = self.renderer.render(malformed, view=view)
         return notes
 
 
