@@ -20,10 +20,15 @@ with second-scale group timing and its webhooks pointed at a receiver in this te
   active, every alert firing at warning or above implies a non-healthy status on every surface —
   /api/v1/health, `infrapulse score`'s exit code, the status page and the
   `infrapulse_health_status` series Prometheus scraped.
+* The same walk checks docs/inspections.md's scenario table (inspection_table.py): the calm demo
+  inspects nothing, and each of the table's scenarios gets an inspection with the table's
+  verdict. The walk is the suite's longest test: it runs in two halves (WALKS), each on its own
+  stack, which xdist runs side by side, and each stack walks its scenarios once for both checks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -37,6 +42,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from alerting_stack import (  # noqa: E402
@@ -46,6 +53,7 @@ from alerting_stack import (  # noqa: E402
     test_alertmanager_config,
 )
 from conftest import free_port  # noqa: E402
+from inspection_table import INSPECT, Inspections, Row, open_in_chromium, table_rows  # noqa: E402
 from prom import PrometheusServer  # noqa: E402
 
 FACTOR = 60  # compressed time: one hour of rules runs in a minute
@@ -132,6 +140,22 @@ SCENARIOS = [
 ]
 
 
+BY_NAME = {s.name: s for s in SCENARIOS}
+# The walk in halves, each on its own stack (xdist runs them side by side). Each keeps the order
+# its scenarios need: fw-upgrade-regression after the probes' baseline rounds, and a latency
+# scenario with a large drop after fw-upgrade-cc-reset (its revert is a second change that stays
+# in the event window). The demo's other scenarios are dealt to the halves in turn.
+WALKS = (
+    ("pfc-storm", "half-dead-link", "engine-restart", "rdma-retrans", "fw-upgrade-cc-reset", "ttft-surge"),
+    ("link-flap", "xid", "ecn-spike", "gpu-thermal", "queue-buildup", "fw-upgrade-regression"),
+)
+
+
+def test_the_walks_share_out_every_scenario_once():
+    names = [name for walk in WALKS for name in walk]
+    assert sorted(names) == sorted(BY_NAME) and len(names) == len(set(names))
+
+
 class Demo:
     """The demo as a subprocess (its own process group, output to a file): `infrapulse demo`, or
     with a test's `health:` and `inspect:` sections (tests/e2e/demo_launcher.py)."""
@@ -189,14 +213,14 @@ class Demo:
 
 
 @contextlib.contextmanager
-def alerting_stack(workdir: Path, health: dict | None = None
+def alerting_stack(workdir: Path, health: dict | None = None, inspect: dict | None = None
                    ) -> Iterator[tuple[Demo, PrometheusServer, WebhookReceiver]]:
     hook = WebhookReceiver()
     started: list = []
     try:
         am = AlertmanagerServer(workdir, test_alertmanager_config(workdir, hook.url, token="e2e-token"))
         started.append(am)
-        demo = Demo(workdir, health)
+        demo = Demo(workdir, health, inspect)
         started.append(demo)
         am.wait_ready()
         demo.wait_ready()
@@ -395,36 +419,58 @@ def _assert_the_page_names_the_detractors_workloads(alerts: list[dict], detracto
         assert set(alert["annotations"]["affected"].split(", ")) == named, (alert["annotations"], affected)
 
 
-def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
-    with alerting_stack(tmp_path, SHORT_HEALTH) as (demo, prom, hook):
+@pytest.mark.parametrize("walk", range(len(WALKS)), ids=lambda i: f"walk{i}")
+def test_every_scenario_trips_its_alert_score_detractor_and_verdict(tmp_path, walk):
+    rows = {r.scenario: r for r in table_rows()}
+    assert list(rows) == ["pfc-storm", "ecn-spike", "link-flap", "half-dead-link", "fw-upgrade-cc-reset",
+                          "xid", "queue-buildup", "ttft-surge"]
+    scenarios = [BY_NAME[name] for name in WALKS[walk]]
+    verdicts: dict[str, dict] = {}
+    with alerting_stack(tmp_path, SHORT_HEALTH, INSPECT) as (demo, prom, hook):
+        inspections = Inspections(demo.url)
         listed = demo.known_scenarios()
-        missing = {s.name for s in SCENARIOS} - listed
+        missing = set(BY_NAME) - listed
         assert not missing, f"the demo does not implement {missing}"
         assert _wait(lambda: demo.health()["status"] == "healthy", 30), demo.health()["detractors"]
+        inspections.wait_calm()
+        assert inspections.ids() == set(), "a healthy demo was inspected"
 
         def fired(s: Scenario) -> list[dict]:
             return [a for a in hook.alerts() if a["status"] == "firing" and s.matches(a)]
 
         agreements: list[Agreement] = []
-        for s in SCENARIOS:
+        for s in scenarios:
             assert not fired(s), f"{s.alertname} fired before {s.name}"
+            row = rows.get(s.name)
+            if row is not None:  # the inspection's before window: calm, not the last scenario's tail
+                inspections.wait_calm()
+            seen = inspections.ids()
             ev = Evidence(s, baseline=demo.health()["score"])
             pages_before = _firing_keys(hook.alerts("noc-page"))
             agreement = Agreement(s.name, prom)
             agreements.append(agreement)
             start = time.monotonic()
             demo.scenario(s.name, True)
+            reports: list[dict] = []  # the scenario's new inspection, once it is there
 
-            def tripped(ev: Evidence = ev, start: float = start, agreement: Agreement = agreement) -> bool:
+            def tripped(ev: Evidence = ev, start: float = start, agreement: Agreement = agreement,
+                        row: Row | None = row, seen: set[str] = seen, reports: list[dict] = reports) -> bool:
                 agreement.sample(demo)
                 ev.observe(demo.health())
                 if ev.seconds_to_alert is None and fired(ev.scenario):
                     ev.seconds_to_alert = round(time.monotonic() - start)
-                return ev.seconds_to_alert is not None and ev.health_tripped()
+                if row is not None and not reports:
+                    reports.extend(r for r in [inspections.new_report(seen)] if r is not None)
+                verdict_in = row is None or bool(reports)
+                return ev.seconds_to_alert is not None and ev.health_tripped() and verdict_in
 
             _wait(tripped, FIRE_TIMEOUT, interval=1.0)
             demo.scenario(s.name, False)
             print(f"\n{ev.summary()}")
+            if row is not None:
+                assert reports, f"{s.name}: no inspection within {FIRE_TIMEOUT:.0f}s"
+                verdicts[s.name] = {"id": reports[0]["id"], **reports[0]["verdict"]}
+                print(f"{s.name}: verdict {reports[0]['verdict']['text']}")
             assert fired(s), (f"no {s.alertname} notification for {s.name}; received: "
                               f"{sorted({(a['receiver'], a['labels']['alertname']) for a in hook.alerts()})}")
             detractors = ev.worst_body and ev.worst_body["detractors"]
@@ -443,7 +489,7 @@ def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
 
         # Every other listed scenario (no expectations written for it here): while it is active,
         # whatever it fires must not coexist with a healthy status.
-        for name in sorted(listed - {s.name for s in SCENARIOS}):
+        for name in sorted(listed - set(BY_NAME))[walk::len(WALKS)]:
             agreement = Agreement(name, prom)
             agreements.append(agreement)
             demo.scenario(name, True)
@@ -471,7 +517,7 @@ def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
                 assert alert["receiver"] in ("noc", "noc-page"), alert
             elif team == "ml":
                 assert alert["receiver"] in ("ml", "ml-page"), alert
-        for s in SCENARIOS:
+        for s in scenarios:
             alert = fired(s)[0]
             assert alert["annotations"]["runbook_url"].endswith(f"/docs/runbooks/{s.alertname}.md")
             assert alert["annotations"]["summary"] and alert["annotations"]["description"]
@@ -483,9 +529,17 @@ def test_every_scenario_trips_its_alert_score_and_detractor(tmp_path):
                     if a["status"] == "resolved" and s.matches(a)}
             return keys <= done
 
-        _wait(lambda: all(resolved(s) for s in SCENARIOS), RESOLVE_TIMEOUT)
-        unresolved = [s.name for s in SCENARIOS if not resolved(s)]
+        _wait(lambda: all(resolved(s) for s in scenarios), RESOLVE_TIMEOUT)
+        unresolved = [s.name for s in scenarios if not resolved(s)]
         assert not unresolved, f"still firing after the scenario ended: {unresolved}"
+
+        wrong = {name: v for name, v in verdicts.items() if rows[name].wrong(v)}
+        assert wrong == {}, json.dumps(verdicts, indent=1)
+        last = verdicts[[s.name for s in scenarios if s.name in rows][-1]]
+        verdict_text, violations, border = asyncio.run(
+            open_in_chromium(f"{demo.url}/inspections/{last['id']}", tmp_path / "chromium"))
+    assert f"verdict: {last['layer']}" in verdict_text and last["target"] in verdict_text
+    assert violations == [] and border == "solid"  # the stylesheet applied, no inline style needed
 
 
 def _recovered(body: dict) -> bool:
