@@ -139,7 +139,11 @@ def all_edges() -> list[Edge]:
     return edges
 
 
-EDGES = all_edges()
+@pytest.fixture(scope="module")
+def edges() -> list[Edge]:
+    """The package's import edges: parsed when a test here runs, not at collection (every
+    xdist worker collects every file)."""
+    return all_edges()
 
 
 def find_cycles(edges: list[Edge]) -> list[list[str]]:
@@ -245,30 +249,30 @@ def health_from_sources_violations(edges: list[Edge]) -> list[str]:
 
 # -- the rules on the real package --------------------------------------------------------------
 
-def test_the_graph_covers_the_package() -> None:
+def test_the_graph_covers_the_package(edges: list[Edge]) -> None:
     """The walk sees every subsystem and its function-level imports (the checks below cannot be vacuous)."""
     assert {"infrapulse.cli", "infrapulse.daemon", "infrapulse.sources", "infrapulse.health",
             "infrapulse.simulate", "infrapulse.sources.gnmi.source"} <= set(MODULES)
     assert len(MODULES) >= 60
-    cli = {(e.scope, e.target) for e in EDGES if e.importer == "infrapulse.cli"}
+    cli = {(e.scope, e.target) for e in edges if e.importer == "infrapulse.cli"}
     assert ("cmd_run", "infrapulse.daemon") in cli  # a function-level relative import, resolved
     assert ("<module>", "infrapulse.config") in cli
     assert ("source_options", "infrapulse.sources.gpu.nvml") in cli
 
 
-def test_no_import_cycles_at_any_level() -> None:
-    cycles = find_cycles(EDGES)  # type-level imports included
-    assert not cycles, "import cycles:\n" + "\n".join(f"  {_describe(c, EDGES)}" for c in cycles)
+def test_no_import_cycles_at_any_level(edges: list[Edge]) -> None:
+    cycles = find_cycles(edges)  # type-level imports included
+    assert not cycles, "import cycles:\n" + "\n".join(f"  {_describe(c, edges)}" for c in cycles)
 
 
-def test_no_arrow_runs_back_up_the_layers() -> None:
-    assert back_arrows(EDGES) == []
+def test_no_arrow_runs_back_up_the_layers(edges: list[Edge]) -> None:
+    assert back_arrows(edges) == []
     # every layer is really there (the rule cannot pass by misnaming one)
     assert {layer_of(m) for m in MODULES} == set(LAYERS.values()) | {0}
 
 
-def test_production_never_imports_the_simulators() -> None:
-    assert simulate_violations(EDGES) == []
+def test_production_never_imports_the_simulators(edges: list[Edge]) -> None:
+    assert simulate_violations(edges) == []
 
 
 def test_importing_the_cli_and_building_its_parser_loads_no_simulator() -> None:
@@ -280,12 +284,12 @@ def test_importing_the_cli_and_building_its_parser_loads_no_simulator() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_health_and_inspect_read_sources_only_through_the_registry() -> None:
-    assert source_internals_read_above(EDGES) == []
+def test_health_and_inspect_read_sources_only_through_the_registry(edges: list[Edge]) -> None:
+    assert source_internals_read_above(edges) == []
 
 
-def test_sources_never_import_health() -> None:
-    assert health_from_sources_violations(EDGES) == []
+def test_sources_never_import_health(edges: list[Edge]) -> None:
+    assert health_from_sources_violations(edges) == []
 
 
 PACKAGE_FOLDERS = sorted({p.parent for p in PACKAGE_DIR.rglob("*.py")})

@@ -59,6 +59,9 @@ from vm_stack import (
     shard_config,
 )
 
+# Its module-scoped stack is built once: every test of the file runs on one xdist worker.
+pytestmark = pytest.mark.xdist_group("scale_vm")
+
 NODES = 3
 SHARDS = 2  # Prometheus shards, and fabric collector shards
 INTERVAL = 2.0
@@ -375,6 +378,9 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     scenarios (a top-5 status reason can leave and come back between two scrapes), so the
     exposition is looked at every quarter interval over two scrapes and a write: every series
     seen in each look must be stored, and every stored series must have been seen in some look."""
+    # The whole fabric streaming first: on a loaded machine a restarted collector (the crash tests)
+    # or a slow session can still be coming up, and its switches' series with it.
+    stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches), timeout=90)
     addresses = [a for job_addresses in stack.jobs.values() for a in job_addresses]
     matched: dict[str, int] = {}
     diffs: dict[str, tuple[set[Labels], set[Labels]]] = {}

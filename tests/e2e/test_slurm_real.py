@@ -25,6 +25,10 @@ from infrapulse.sources.workload.cgroups import read_process
 from infrapulse.sources.workload.source import OPEN_FAKE_KEY, WorkloadSource
 from infrapulse.store import Store
 
+# One real slurmctld, slurmd and munged on this machine (fixed ports, /etc/slurm): the tests take
+# them in turn, on one xdist worker.
+pytestmark = pytest.mark.xdist_group("slurm")
+
 SBIN = {name: shutil.which(name) or f"/usr/sbin/{name}" for name in ("munged", "slurmctld", "slurmd")}
 BIN = {name: shutil.which(name) or f"/usr/bin/{name}" for name in ("srun", "sinfo", "scancel", "scontrol")}
 
