@@ -43,11 +43,14 @@ demo: $(DEMO_STAMP)
 # The unit tier runs on every core (pytest-xdist: -n auto). The e2e tier runs on two workers: its
 # stacks of real Prometheus, Alertmanager, vmalert and daemons mostly wait on real scrape and
 # evaluation intervals, and two at a time leave them the CPU those intervals need on a 2-core
-# machine (three did not: scrapes came late and the scenario walk missed its bounds). A file whose
-# module-scoped stack serves all its tests keeps them on one worker (xdist_group, loadgroup). A
-# unit failure still runs and reports the e2e tier; either failing fails the target.
+# machine (three did not: scrapes came late and the scenario walk missed its bounds). A file goes
+# to one worker whole (loadfile: a module-scoped stack serves all its tests, the real Slurm
+# daemons take their tests in turn), in collection order, so the scenario walk's two halves
+# (test_alerting_walk_*.py) start early, side by side. (Not loadgroup: pytest-xdist 3.8 cannot
+# group tests under pytest 9.) A unit failure still runs and reports the e2e tier; either failing
+# fails the target.
 E2E_WORKERS ?= 2
-E2E := $(PYTEST) -n $(E2E_WORKERS) --dist loadgroup tests/e2e
+E2E := $(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder tests/e2e
 
 test: $(STAMP) system-deps
 	@rc=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto tests --ignore=tests/e2e $(PYTEST_ARGS) || rc=1; \

@@ -23,7 +23,8 @@ with second-scale group timing and its webhooks pointed at a receiver in this te
 * The same walk checks docs/inspections.md's scenario table (inspection_table.py): the calm demo
   inspects nothing, and each of the table's scenarios gets an inspection with the table's
   verdict. The walk is the suite's longest test: it runs in two halves (WALKS), each on its own
-  stack, which xdist runs side by side, and each stack walks its scenarios once for both checks.
+  stack and in its own file (test_alerting_walk_0.py, _1.py), which xdist runs side by side; each
+  stack walks its scenarios once for both checks.
 """
 
 from __future__ import annotations
@@ -41,8 +42,6 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -141,8 +140,8 @@ SCENARIOS = [
 
 
 BY_NAME = {s.name: s for s in SCENARIOS}
-# The walk in halves, each on its own stack (xdist runs them side by side). Each keeps the order
-# its scenarios need: fw-upgrade-regression after the probes' baseline rounds, and a latency
+# The walk in halves, each on its own stack (walk_scenarios; xdist runs them side by side). Each
+# keeps the order its scenarios need: fw-upgrade-regression after the probes' baseline rounds, and a latency
 # scenario with a large drop after fw-upgrade-cc-reset (its revert is a second change that stays
 # in the event window). The demo's other scenarios are dealt to the halves in turn.
 WALKS = (
@@ -419,8 +418,10 @@ def _assert_the_page_names_the_detractors_workloads(alerts: list[dict], detracto
         assert set(alert["annotations"]["affected"].split(", ")) == named, (alert["annotations"], affected)
 
 
-@pytest.mark.parametrize("walk", range(len(WALKS)), ids=lambda i: f"walk{i}")
-def test_every_scenario_trips_its_alert_score_detractor_and_verdict(tmp_path, walk):
+def walk_scenarios(tmp_path: Path, walk: int) -> None:
+    """One half of the scenario walk (WALKS[walk]) on its own stack: its tests are
+    test_alerting_walk_0.py and test_alerting_walk_1.py, a file each, so that xdist (loadfile)
+    runs them side by side."""
     rows = {r.scenario: r for r in table_rows()}
     assert list(rows) == ["pfc-storm", "ecn-spike", "link-flap", "half-dead-link", "fw-upgrade-cc-reset",
                           "xid", "queue-buildup", "ttft-surge"]

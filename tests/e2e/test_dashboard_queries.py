@@ -29,9 +29,6 @@ from dashboard_model import ROOT, Query, load_dashboards, queries, variable_quer
 sys.path.insert(0, str(ROOT / "scripts"))
 from demo_stack import PROMETHEUS, Stack, http_get  # noqa: E402
 
-# Its module-scoped stack is built once: every test of the file runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("dashboard_queries")
-
 SCENARIOS = ("pfc-storm", "ecn-spike", "link-flap", "ttft-surge", "xid", "gpu-thermal",
              "fw-upgrade-regression")
 DEADLINE_SECONDS = 45

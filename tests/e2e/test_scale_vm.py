@@ -59,9 +59,6 @@ from vm_stack import (
     shard_config,
 )
 
-# Its module-scoped stack is built once: every test of the file runs on one xdist worker.
-pytestmark = pytest.mark.xdist_group("scale_vm")
-
 NODES = 3
 SHARDS = 2  # Prometheus shards, and fabric collector shards
 INTERVAL = 2.0

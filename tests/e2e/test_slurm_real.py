@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import free_port
 from helpers import wait_until
 from infrapulse import config as config_mod
 from infrapulse.simulate.nvml_fake import DEFAULT_DATA, open_fake
@@ -24,10 +25,6 @@ from infrapulse.sources.workload import slurm as slurm_mod
 from infrapulse.sources.workload.cgroups import read_process
 from infrapulse.sources.workload.source import OPEN_FAKE_KEY, WorkloadSource
 from infrapulse.store import Store
-
-# One real slurmctld, slurmd and munged on this machine (fixed ports, /etc/slurm): the tests take
-# them in turn, on one xdist worker.
-pytestmark = pytest.mark.xdist_group("slurm")
 
 SBIN = {name: shutil.which(name) or f"/usr/sbin/{name}" for name in ("munged", "slurmctld", "slurmd")}
 BIN = {name: shutil.which(name) or f"/usr/bin/{name}" for name in ("srun", "sinfo", "scancel", "scontrol")}
@@ -53,8 +50,8 @@ def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
     (spool / "d").mkdir()
     conf.write_text(f"""ClusterName=infrapulse-test
 SlurmctldHost={host}
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
 AuthType=auth/munge
 AuthInfo=socket={sock}
 ProctrackType=proctrack/cgroup
@@ -106,6 +103,7 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
         for log in logs.values():
             log.close()
 
