@@ -46,9 +46,9 @@ demo: $(DEMO_STAMP)
 # machine (three did not: scrapes came late and the scenario walk missed its bounds). A file goes
 # to one worker whole (loadfile: a module-scoped stack serves all its tests, the real Slurm
 # daemons take their tests in turn), in collection order, so the scenario walk's two halves
-# (test_alerting_walk_*.py) start early, side by side. (Not loadgroup: pytest-xdist 3.8 cannot
-# group tests under pytest 9.) A unit failure still runs and reports the e2e tier; either failing
-# fails the target.
+# (test_alerting_walk_*.py) start early, side by side. (Not loadgroup: under pytest 9.2 it
+# silently stops grouping, pytest-dev/pytest-xdist#1386.) A unit failure still runs and reports
+# the e2e tier; either failing fails the target.
 E2E_WORKERS ?= 2
 E2E := $(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder tests/e2e
 
