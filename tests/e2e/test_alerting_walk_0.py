@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from test_alerting_e2e import walk_scenarios
+
+pytestmark = pytest.mark.starts_first
 
 
 def test_the_first_half_trips_every_alert_score_detractor_and_verdict(tmp_path: Path) -> None:
