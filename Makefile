@@ -53,18 +53,20 @@ demo: $(DEMO_STAMP)
 # PYTEST_ARGS (-k ...) leave a part nothing to run: not a failure. A unit failure still runs and
 # reports the e2e tier; either failing fails the target.
 E2E_WORKERS ?= 2
+# Each tier ends with its slowest tests, so where the suite's time goes is in every log (TIMINGS= turns it off).
+TIMINGS ?= --durations=15
 E2E = rc=0; \
-	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(PYTEST_ARGS); \
+	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
 	s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=1; \
-	$(PYTEST) -m alone tests/e2e $(PYTEST_ARGS); \
+	$(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
 	s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=1
 
 test: $(STAMP) system-deps
-	@unit=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto tests --ignore=tests/e2e $(PYTEST_ARGS) || unit=1; \
+	@unit=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto tests --ignore=tests/e2e $(TIMINGS) $(PYTEST_ARGS) || unit=1; \
 	export HYPOTHESIS_PROFILE=ci; $(E2E); [ $$unit -eq 0 ] && exit $$rc; exit 1
 
 unit: $(STAMP)
-	$(PYTEST) -n auto tests --ignore=tests/e2e $(PYTEST_ARGS)
+	$(PYTEST) -n auto tests --ignore=tests/e2e $(TIMINGS) $(PYTEST_ARGS)
 
 e2e: $(STAMP) system-deps
 	@$(E2E); exit $$rc
