@@ -464,7 +464,9 @@ def walk_scenarios(tmp_path: Path, walk: int) -> None:
                 if ev.seconds_to_alert is None and fired(ev.scenario):
                     ev.seconds_to_alert = round(time.monotonic() - start)
                 if row is not None and not reports:
-                    reports.extend(r for r in [inspections.new_report(seen)] if r is not None)
+                    report = inspections.new_report(seen)
+                    if report is not None:
+                        reports.append(report)
                 verdict_in = row is None or bool(reports)
                 return ev.seconds_to_alert is not None and ev.health_tripped() and verdict_in
 

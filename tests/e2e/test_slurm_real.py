@@ -48,10 +48,13 @@ def slurm(tmp_path: Path) -> Iterator[dict[str, str]]:
     spool = tmp_path / "spool"
     (spool / "ctld").mkdir(parents=True)
     (spool / "d").mkdir()
+    # two ports, distinct: a port closed by one free_port() call can be the next call's answer
+    ctld_port = free_port()
+    slurmd_port = next(p for p in iter(free_port, None) if p != ctld_port)
     conf.write_text(f"""ClusterName=infrapulse-test
 SlurmctldHost={host}
-SlurmctldPort={free_port()}
-SlurmdPort={free_port()}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 AuthType=auth/munge
 AuthInfo=socket={sock}
 ProctrackType=proctrack/cgroup
