@@ -1,7 +1,9 @@
 # Self-bootstrapping targets: each creates .venv and installs what it needs on first use.
 #   make demo             the daemon on the built-in simulated fabric (+ local Prometheus/Alertmanager if installed)
-#   make test             the whole suite, unit + e2e (what .ci/run runs; installs Debian test dependencies as root)
-#   make unit             tests/ without tests/e2e: pure Python, no system package needed
+#   make test             the whole suite: unit, integration, e2e (what .ci/run runs; installs Debian test dependencies as root)
+#   make unit             tests/ (not integration/, e2e/): pure Python in process, no socket served, no process started
+#   make integration      tests/integration: in-process daemons, loopback HTTP and gRPC targets, the CLI as a
+#                         subprocess; no system package needed
 #   make e2e              tests/e2e: real Prometheus, Alertmanager, promtool, amtool, node_exporter, Chromium,
 #                         docker-compose, systemd-analyze, and the whole daemon against every simulator
 #   make generate         run every generator (GENERATORS below) and rewrite the generated files
@@ -19,7 +21,7 @@ PYTEST := $(PY) -m pytest -q -p no:cacheprovider
 # writing turned off in the environment, every one of them compiles the package again.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test unit e2e generate check-generated bench lint docs system-deps clean
+.PHONY: demo test unit integration e2e generate check-generated bench lint docs system-deps clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,36 +42,50 @@ system-deps:
 demo: $(DEMO_STAMP)
 	@scripts/demo.sh
 
-# The unit tier runs on every core (pytest-xdist: -n auto). The e2e tier runs on two workers: its
-# stacks of real Prometheus, Alertmanager, vmalert and daemons mostly wait on real scrape and
-# evaluation intervals, and two at a time leave them the CPU those intervals need on a 2-core
-# machine (three did not: scrapes came late and the scenario walk missed its bounds). A file goes
-# to one worker whole (loadfile: a module-scoped stack serves all its tests, the real Slurm
-# daemons take their tests in turn), in collection order, where tests marked `starts_first` (the
-# scenario walk's two halves, test_alerting_walk_*.py) lead: they start at once, side by side.
-# (Not loadgroup: under pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386.)
-# Tests marked `alone` run afterwards by themselves: the healthy demo's compressed hour fails on a
-# single pending alert, and a scrape made late by a neighbour's stack is one. pytest exits 5 when
-# PYTEST_ARGS (-k ...) leave a part nothing to run: not a failure. A unit failure still runs and
-# reports the e2e tier; either failing fails the target.
+# The unit tier (tests/) runs on every core (pytest-xdist: -n auto): pure Python, nothing served or
+# spawned, so it is CPU-bound and as fast as the cores. Worksteal: a worker that runs out takes
+# tests queued for the other (under `load`, one core idled through the last quarter of the run). The integration tier (tests/integration/)
+# serves and spawns on loopback; the e2e tier (tests/e2e/) runs real Prometheus, Alertmanager,
+# vmalert and daemons.
+#
+# What is left after the unit tier runs in two lanes at once:
+# * lane 1, at normal priority: the scenario walk's two halves (tests marked `starts_first`), side
+#   by side, then the tests marked `alone` by themselves (the healthy demo's compressed hour fails
+#   on a single pending alert, and a scrape made late by a neighbour is one). These stacks mostly
+#   wait on real scrape and evaluation intervals: a walk keeps about a third of a core busy for its
+#   six minutes, and a late scrape breaks its bounds.
+# * lane 2, niced (NICE): the integration tier and the other e2e tests, E2E_WORKERS files at a
+#   time (loadfile: a module-scoped stack serves all its tests, the real Slurm daemons take their
+#   tests in turn; e2e first, its long files start early). It runs on the CPU lane 1 leaves idle,
+#   and on both cores once lane 1 is done: the niceness keeps it from making lane 1's scrapes late.
+# Lane 1's output follows lane 2's. pytest exits 5 when PYTEST_ARGS (-k ...) leave a part nothing
+# to run: not a failure. A failing part still lets the others run and report; any failure fails
+# the target. (Not loadgroup: under pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386.)
 E2E_WORKERS ?= 2
+NICE ?= 10
 # Each tier ends with its slowest tests, so where the suite's time goes is in every log (TIMINGS= turns it off).
 TIMINGS ?= --durations=15
-E2E = rc=0; \
-	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
-	s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=1; \
-	$(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
-	s=$$?; [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=1
+# $(call LANES,<lane 2's paths>)
+LANES = rc=0; ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; lane1=$$(mktemp); \
+	( bad=0; $(PYTEST) -n 2 --dist loadfile -m starts_first tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || bad=1; \
+	  $(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || bad=1; exit $$bad ) > $$lane1 2>&1 & pid=$$!; \
+	nice -n $(NICE) $(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  -m "not starts_first and not alone" $(1) $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1; \
+	wait $$pid || rc=1; echo "== lane 1: the scenario walk, then the healthy demo's hour"; cat $$lane1; rm -f $$lane1
 
 test: $(STAMP) system-deps
-	@unit=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto tests --ignore=tests/e2e $(TIMINGS) $(PYTEST_ARGS) || unit=1; \
-	export HYPOTHESIS_PROFILE=ci; $(E2E); [ $$unit -eq 0 ] && exit $$rc; exit 1
+	@unit=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration \
+	  $(TIMINGS) $(PYTEST_ARGS) || unit=1; \
+	export HYPOTHESIS_PROFILE=ci; $(call LANES,tests/e2e tests/integration); [ $$unit -eq 0 ] && exit $$rc; exit 1
 
 unit: $(STAMP)
-	$(PYTEST) -n auto tests --ignore=tests/e2e $(TIMINGS) $(PYTEST_ARGS)
+	$(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration $(TIMINGS) $(PYTEST_ARGS)
+
+integration: $(STAMP)
+	$(PYTEST) -n auto --dist loadfile tests/integration $(TIMINGS) $(PYTEST_ARGS)
 
 e2e: $(STAMP) system-deps
-	@$(E2E); exit $$rc
+	@$(call LANES,tests/e2e); exit $$rc
 
 # Every generator, in the order they run. Each rewrites its files when run plainly and exits 1,
 # naming what is stale, with --check. A generator that writes alerts/*.rules.yaml goes before

@@ -1,10 +1,16 @@
 """Shared test helpers: free ports, an in-process daemon, and scraping /metrics into values.
 
-tests/ holds the unit tests (`make unit`): pure Python, no system package. tests/e2e/ holds what
-drives the system tools (Prometheus, Alertmanager, promtool, amtool, node_exporter, Chromium,
-docker-compose, systemd-analyze, VictoriaMetrics, vmalert) or runs the whole daemon against every
-simulator (`make e2e`).
-A unit test that starts one of those tools fails with a pointer to tests/e2e/.
+The suite has three tiers, one folder each, and the hooks here keep every test in its tier:
+
+* tests/ — the unit tier (`make unit`): pure Python in this process. A unit test binds no socket
+  (TCP or UDP: it serves nothing), listens on none, starts no process and no gRPC server: one
+  that does fails with a pointer to tests/integration/.
+* tests/integration/ — what serves or spawns on loopback (`make integration`): in-process daemons,
+  HTTP and gRPC targets, the CLI as a subprocess; still no system package. One that starts a
+  system tool fails with a pointer to tests/e2e/.
+* tests/e2e/ — what drives the system tools (Prometheus, Alertmanager, promtool, amtool,
+  node_exporter, Chromium, docker-compose, systemd-analyze, VictoriaMetrics, vmalert, Slurm) or
+  runs the whole daemon against every simulator (`make e2e`).
 
 Hypothesis runs under one of two profiles registered here: `ci` (derandomized: the same examples
 on every run, so CI cannot fail on an example no earlier run drew; no example database; failures
@@ -23,6 +29,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _in_ci el
 
 ROOT = Path(__file__).resolve().parent.parent
 E2E = ROOT / "tests" / "e2e"
+INTEGRATION = ROOT / "tests" / "integration"
 sys.path.insert(0, str(ROOT / "tests"))
 
 # Executables of the Debian packages scripts/system-deps.sh installs for `make e2e`.
@@ -55,21 +63,73 @@ def _program(args: Any) -> str:
     return Path(os.fsdecode(args[0])).name if args else ""
 
 
+def tier(path: Path) -> str:
+    """The tier a test file belongs to: "unit", "integration" or "e2e"."""
+    parents = Path(path).resolve().parents
+    return "e2e" if E2E in parents else "integration" if INTEGRATION in parents else "unit"
+
+
 @pytest.fixture(autouse=True)
-def _unit_tests_start_no_system_tool(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_system_tool_outside_e2e(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Outside tests/e2e, refuse to start a system tool (subprocess and asyncio both go through Popen)."""
-    if E2E in Path(str(request.node.path)).parents:
+    if tier(request.node.path) == "e2e":
         return
 
-    class UnitPopen(subprocess.Popen[bytes]):
+    class NoSystemToolPopen(subprocess.Popen[bytes]):
         def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
             program = _program(args)
             if program in SYSTEM_TOOLS:
                 raise AssertionError(f"{request.node.nodeid} starts {program}: a test that needs a system "
-                                     "tool belongs in tests/e2e/ (`make e2e`); `make unit` runs without them")
+                                     "tool belongs in tests/e2e/ (`make e2e`); the other tiers run "
+                                     "without them")
             super().__init__(args, *rest, **kwargs)
 
-    monkeypatch.setattr(subprocess, "Popen", UnitPopen)
+    monkeypatch.setattr(subprocess, "Popen", NoSystemToolPopen)
+
+
+@contextlib.contextmanager
+def serving_refused(nodeid: str) -> Iterator[None]:
+    """While it is open, binding or listening on a socket, starting a process and creating a gRPC
+    server raise AssertionError naming the test and tests/integration/: what a unit test may not do.
+    (socketpair(), which asyncio's event loop uses, binds nothing.)"""
+    import grpc
+    import grpc.aio
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"{nodeid} {what}: a test that serves or spawns belongs in "
+                                 "tests/integration/ (`make integration`); a unit test stays in its process")
+        return refused
+
+    patches = [(socket.socket, "bind", refuse("binds a socket")),
+               (socket.socket, "listen", refuse("listens on a socket")),
+               (subprocess.Popen, "__init__", refuse("starts a process")),
+               (grpc, "server", refuse("creates a gRPC server")),
+               (grpc.aio, "server", refuse("creates a gRPC server"))]
+    # socket.socket.bind and .listen are _socket.socket's: deleting the patch restores them
+    inherited = object()
+    saved = [(owner, name, vars(owner).get(name, inherited)) for owner, name, _ in patches]
+    try:
+        for owner, name, replacement in patches:
+            setattr(owner, name, replacement)
+        yield
+    finally:
+        for owner, name, original in saved:
+            if original is inherited:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A unit test is refused serving and spawning over its whole protocol: setup (a module-scoped
+    fixture starting a server included), call and teardown."""
+    if tier(item.path) != "unit":
+        yield
+        return
+    with serving_refused(item.nodeid):
+        yield
 
 
 def stop_process(proc, timeout: float = 10.0) -> None:

@@ -21,7 +21,7 @@ A connection the server closes is opened again after --reconnect-delay (0: at on
 attacker would), so the count stays at --connections for the whole run. Prints one JSON line
 of counts when done; exits 0.
 
-The rest of this module is what tests/test_slow_clients.py and bench/slow_clients.py share: a
+The rest of this module is what tests/integration/test_slow_clients.py and bench/slow_clients.py share: a
 daemon with TLS and basic auth in a subprocess, the flood in another, and authenticated scrapes
 from 127.0.0.1 timed while the flood runs.
 """

@@ -1,6 +1,7 @@
 """The benches' own arithmetic: a peer that measured nothing is a failed measurement, never a
 ratio (issue 20: pygnmi printed 0 updates/s on a loaded machine and a ratio was still drawn), and
-the whole-process bench buckets py-spy stacks into the parts the issue asks about."""
+the whole-process bench buckets py-spy stacks into the parts the issue asks about. The kmsg flood
+bench, run in a tiny mode, is in tests/integration/test_bench_figures_kmsg.py."""
 
 from __future__ import annotations
 
@@ -51,14 +52,3 @@ def test_a_thread_running_native_code_is_the_grpc_poller():
     poller = ("Thread._bootstrap (threading.py:1002);Thread._bootstrap_inner (threading.py:1045);"
               "Thread.run (threading.py:982)")
     assert whole_process.classify(poller) == "transport (grpc)"
-
-
-def test_the_kmsg_flood_bench_runs_in_a_tiny_mode_and_is_bounded_per_pass():
-    import kmsg_flood
-
-    r = kmsg_flood.run(records=25_000, quiet_passes=5)
-    # 25k records at 10k per pass: 10k, 10k, 5k (then an empty pass that ends the loop)
-    assert (r["passes"], r["max_per_pass"], r["records"]) == (3, 10_000, 25_000)
-    assert r["messages"] > 200  # every real capture's kernel records, read in place
-    assert r["cpu_per_10k"] > 0 and r["floor_per_10k"] > 0 and r["quiet"]["cpu_per_pass"] > 0
-    assert r["dmesg_per_10k"] is None or r["dmesg_per_10k"] > 0

@@ -1,5 +1,6 @@
 """Source `ethtool`: the SIOCETHTOOL layer (against a stand-in kernel and this machine's real
-interfaces), the stat mapping, interface selection and failure reporting."""
+interfaces), the stat mapping, interface selection and failure reporting. Through the daemon:
+tests/integration/test_ethtool_served.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import running_daemon, scrape_until
 from helpers import render_store, samples_of, value
 from infrapulse.simulate.nic_stats import NicStats, mlx5_stat_names, write_stats
 from infrapulse.simulate.sysfs_tree import demo_devices, write_tree
@@ -383,12 +383,3 @@ def test_vanished_interface_is_reported_and_re_resolved(tmp_path):
     results = {r.target: r for r in collector.collect()}
     assert results["ens2f0np0"].reason == "no_such_interface"
     assert [r.target for r in collector.collect()] == ["ens1f0np0"]  # resolved again at once
-
-
-async def test_daemon_serves_nic_metrics(tmp_path):
-    (tmp_path / "ens1f0np0.json").write_text(json.dumps(FIXTURE_STATS))
-    config = f"interval: 1s\nsources:\n  ethtool:\n    stats_dir: {tmp_path}\n    interfaces: [ens1f0np0]\n"
-    async with running_daemon(config) as daemon:
-        values = await scrape_until(daemon, lambda v: samples_of(v, "infrapulse_nic_pfc_pause_frames_total"))
-    assert value(values, "infrapulse_nic_pfc_pause_duration_seconds_total", interface="ens1f0np0",
-                 priority="3", direction="rx") == 2.5

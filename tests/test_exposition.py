@@ -1,5 +1,6 @@
 """The exposition encoder writes exactly what prometheus_client writes, for every catalogue family
-(issue 20, item 1): prometheus_client over the same registry is the reference."""
+(issue 20, item 1): prometheus_client over the same registry is the reference. The /metrics
+endpoint serving it: tests/integration/test_exposition_served.py."""
 
 from __future__ import annotations
 
@@ -312,39 +313,6 @@ def test_gzip_of_a_render_is_made_once_and_shared_within_the_cache_window():
     off.get(None, True, 1, render)
     off.get(None, True, 1, render)
     assert len(renders) == 4  # cache off: every scrape renders
-
-
-async def test_metrics_endpoint_serves_the_encoder_gzipped_and_plain():
-    import aiohttp
-    from aiohttp.test_utils import TestServer
-
-    from infrapulse.http import make_app
-
-    store = catalogue_store()
-    registry = registry_of(store)
-    app = make_app(store, DaemonState("host", "node"), registry, render_cache=0.0)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        url = str(server.make_url("/metrics"))
-        async with aiohttp.ClientSession(auto_decompress=False) as session:
-            for accept in ("", "application/openmetrics-text; version=1.0.0"):
-                encoder, content_type = choose_encoder(accept)
-                for encoding in ("gzip", "identity"):
-                    async with session.get(url, headers={"Accept": accept, "Accept-Encoding": encoding}) as r:
-                        raw = await r.read()
-                        assert r.headers["Content-Type"] == content_type
-                        assert (r.headers.get("Content-Encoding") == "gzip") == (encoding == "gzip")
-                    body = gzip.decompress(raw) if encoding == "gzip" else raw
-                    assert _without_tasks(body) == _without_tasks(encoder(registry))
-    finally:
-        await server.close()
-
-
-def _without_tasks(body: bytes) -> bytes:
-    """The body minus the asyncio task count (the server's request task is alive in one)."""
-    return b"\n".join(line for line in body.split(b"\n")
-                      if not line.startswith(b"infrapulse_exporter_asyncio_tasks "))
 
 
 def test_a_run_reuses_its_prefixes_while_the_layout_holds_and_rebuilds_on_any_change():

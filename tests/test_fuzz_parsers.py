@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import json
 import math
 import re
@@ -613,7 +614,10 @@ def test_any_path_proto_decodes(elems, origin, target):
         format_path(decoded)
 
 
-def _json_docs(keys: list[str]):
+# The strategies below are built once per key vocabulary (functools.cache: a strategy is immutable),
+# not at every draw: the fuzz's time goes to examples, not to rebuilding what draws them.
+@functools.cache
+def _json_docs(keys: tuple[str, ...]):
     leaves = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
                        st.text(max_size=8), st.sampled_from(["12", "1e999", "NaN", "UP", "DOWN", "-0"]))
     return st.recursive(leaves, lambda children: st.one_of(
@@ -621,14 +625,15 @@ def _json_docs(keys: list[str]):
                                                         max_size=4)), max_leaves=20)
 
 
-def _json_bytes(keys: list[str]):
+@functools.cache
+def _json_bytes(keys: tuple[str, ...]):
     nested = st.integers(1, 5000).map(lambda n: b'{"a":' * n + b"1" + b"}" * n)
     return st.one_of(_json_docs(keys).map(lambda d: json.dumps(d).encode()), st.binary(max_size=40), nested,
                      st.sampled_from([b"[" * 100_000, b"1" + b"0" * 400, b'"\xff"', b"", b"1e999", b'"12"']))
 
 
 @st.composite
-def _typed_values(draw, keys: list[str]) -> pb.TypedValue:
+def _typed_values(draw, keys: tuple[str, ...]) -> pb.TypedValue:
     which = draw(st.sampled_from(["string_val", "int_val", "uint_val", "bool_val", "bytes_val", "float_val",
                                   "double_val", "decimal_val", "leaflist_val", "any_val", "json_val",
                                   "json_ietf_val", "ascii_val", "proto_bytes", "empty"]))
@@ -662,7 +667,7 @@ def _typed_values(draw, keys: list[str]) -> pb.TypedValue:
 
 
 @FUZZ
-@given(_typed_values(["a"]))
+@given(_typed_values(("a",)))
 def test_typed_value_decodes_or_is_malformed(tv):
     which = tv.WhichOneof("value")
     try:
@@ -680,7 +685,7 @@ def test_typed_value_decodes_or_is_malformed(tv):
 
 
 @FUZZ
-@given(_json_docs(["a", "queue", "name"]))
+@given(_json_docs(("a", "queue", "name")))
 def test_flatten_json_yields_scalar_leaves(doc):
     base = (("root", ()),)
     for path, value in flatten_json(base, doc, {"queue": ("name",)}, strip=True):
@@ -690,14 +695,21 @@ def test_flatten_json_yields_scalar_leaves(doc):
 PROFILES = load_profiles()
 
 
-def _vocabulary(profile) -> tuple[list[str], list[str]]:
-    """Element and key names of a profile's rule patterns: what a fuzzed path is built from."""
+def _parse_vocabulary(profile) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names, keys = set(), set()
     for rule in profile.rules:
         for name, elem_keys in parse_path(rule.pattern.text):
             names.add(name)
             keys.update(elem_keys)
-    return sorted(names), sorted(keys)
+    return tuple(sorted(names)), tuple(sorted(keys))
+
+
+_VOCABULARY = {name: _parse_vocabulary(profile) for name, profile in PROFILES.items()}
+
+
+def _vocabulary(profile) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Element and key names of a profile's rule patterns: what a fuzzed path is built from."""
+    return _VOCABULARY[profile.name]
 
 
 _fill = st.sampled_from(["0", "3", "Ethernet0", "Ethernet4:3", "swp1", "eth1/1", "", "*", "UP", "a]b\\"])
@@ -718,13 +730,20 @@ def _concrete_rule_path(draw, profile) -> str:
     return text.replace("*", draw(st.sampled_from(["x", "Ethernet8", ""])))
 
 
+@functools.cache
+def _random_paths(profile_name: str):
+    """Paths of up to five elements from the profile's names (or any), with its keys."""
+    names, keys = _VOCABULARY[profile_name]
+    element = st.tuples(st.sampled_from(names) | st.text(max_size=6).filter(bool),
+                        st.dictionaries(st.sampled_from(keys or ("name",)), _fill, max_size=2))
+    return st.lists(element, max_size=5).map(
+        lambda elems: pb.Path(elem=[pb.PathElem(name=n, key=k) for n, k in elems]))
+
+
 @st.composite
 def _notifications(draw, profile) -> pb.Notification:
-    names, keys = _vocabulary(profile)
-    element = st.tuples(st.sampled_from(names) | st.text(max_size=6).filter(bool),
-                        st.dictionaries(st.sampled_from(keys or ["name"]), _fill, max_size=2))
-    random_path = st.lists(element, max_size=5).map(
-        lambda elems: pb.Path(elem=[pb.PathElem(name=n, key=k) for n, k in elems]))
+    names, _ = _vocabulary(profile)
+    random_path = _random_paths(profile.name)
 
     def split_rule_path() -> tuple[pb.Path, pb.Path]:
         try:

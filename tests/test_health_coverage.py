@@ -1,14 +1,12 @@
 """Silent loss in the health report: source instances whose mappings map to nothing get a note
-(in /api/v1/health, on the status page, in `infrapulse score`), and the score does not move."""
+(in the report's JSON, in `infrapulse score`'s text), and the score does not move. The note in a
+daemon's /api/v1/health and on its status page is checked in
+tests/integration/test_health_coverage_served.py."""
 
 from __future__ import annotations
 
-import html.parser
-
-import aiohttp
 import pytest
 
-from conftest import running_daemon
 from health_fixtures import Feed, service_for
 from infrapulse.health import cli
 from infrapulse.health.coverage import CoverageNote, coverage_notes
@@ -86,48 +84,6 @@ def test_note_wording_per_source_and_limits():
     assert len(notes[0].as_json()["empty_mappings"]) == 20 and notes[0].as_json()["empty"] == 30
     sentence = CoverageNote("gnmi", "a", 3, ("p",), 5).sentence
     assert sentence == "a: 1 of 3 paths map to nothing; 5 new series dropped by the series budget"
-
-
-class _Notes(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.items: list[dict] = []
-        self._in = False
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "li" and attrs.get("class") == "coverage-note":
-            self.items.append({**attrs, "text": ""})
-            self._in = True
-
-    def handle_endtag(self, tag):
-        if tag == "li":
-            self._in = False
-
-    def handle_data(self, data):
-        if self._in:
-            self.items[-1]["text"] += data
-
-
-async def test_api_and_status_page_show_the_note():
-    async with running_daemon("interval: 5s\nhealth: {window: 1m}\n") as daemon:
-        feed = _fabric(daemon.store)
-        _gnmi_coverage(daemon.store)
-        feed.publish(daemon.health)
-        base = f"http://127.0.0.1:{daemon.bound_port}"
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"{base}/api/v1/health") as resp:
-                body = await resp.json()
-            async with session.get(f"{base}/") as resp:
-                page = await resp.text()
-    (note,) = body["coverage_notes"]
-    assert (note["source"], note["target"], note["mappings"], note["empty"]) == ("gnmi", "leaf07", 40, 12)
-    assert note["sentence"] == "leaf07: 12 of 40 paths map to nothing"
-    parser = _Notes()
-    parser.feed(page)
-    assert parser.items == [{"class": "coverage-note", "data-source": "gnmi", "data-target": "leaf07",
-                             "text": "leaf07: 12 of 40 paths map to nothing"}]
-    assert 'id="coverage-notes"' in page and "Not counted in the score" in page
 
 
 def test_a_superseded_fallback_is_not_a_note():

@@ -9,7 +9,8 @@ level or inside a function, relative ones resolved against their package. The ru
 * no arrow runs back up the layers (LAYERS: plumbing < sources < health < inspect < config <
   daemon, doctor, docs < cli < simulate);
 * nothing outside simulate/ imports `infrapulse.simulate` at all: the CLI loads the simulators
-  by name when `demo` or `simulate` runs (and a fresh interpreter importing the CLI loads none);
+  by name when `demo` or `simulate` runs (that a fresh interpreter importing the CLI loads none is
+  checked in tests/integration/test_imports_interpreter.py);
 * `infrapulse.sources` never imports `infrapulse.health`, and health and inspect read the
   sources only through the registry (`infrapulse.sources`, `sources.spec`, `sources.base`): the
   series they read are in the store and the catalogue;
@@ -20,9 +21,6 @@ level or inside a function, relative ones resolved against their package. The ru
 from __future__ import annotations
 
 import ast
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -273,15 +271,6 @@ def test_no_arrow_runs_back_up_the_layers(edges: list[Edge]) -> None:
 
 def test_production_never_imports_the_simulators(edges: list[Edge]) -> None:
     assert simulate_violations(edges) == []
-
-
-def test_importing_the_cli_and_building_its_parser_loads_no_simulator() -> None:
-    code = ("import sys, infrapulse.cli as c\nc.build_parser()\nimport infrapulse.daemon\n"
-            "print(sorted(m for m in sys.modules if m.startswith('infrapulse.simulate')))")
-    env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR.parent)}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
 
 
 def test_health_and_inspect_read_sources_only_through_the_registry(edges: list[Edge]) -> None:

@@ -1,4 +1,5 @@
-"""Source `infiniband` on real sysfs-shaped trees: exact values, failure isolation, rescans."""
+"""Source `infiniband` on real sysfs-shaped trees: exact values, failure isolation, rescans.
+Through the daemon: tests/integration/test_infiniband_served.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 
-from conftest import running_daemon, scrape_until
 from helpers import render_store, samples_of, value
 from infrapulse.metrics import DaemonState, make_registry
 from infrapulse.simulate.sysfs_tree import (
@@ -407,20 +407,6 @@ def test_each_file_read_once_per_cycle(tree):
 def test_rdma_netdevs(tree):
     assert rdma_netdevs(tree.root) == ["eno1", "ens9f0", "ens1f0np0"]
     assert rdma_netdevs(tree.root / "nowhere") == []
-
-
-# -- through the daemon ----------------------------------------------------------------------
-
-
-async def test_daemon_serves_infiniband_metrics(tree):
-    config = f"interval: 1s\nsources:\n  infiniband:\n    sysfs_root: {tree.root}\n"
-    key = ("infrapulse_rdma_port_transmitted_bytes_total",
-           frozenset({"device": "mlx5_0", "port": "1"}.items()))
-    async with running_daemon(config) as daemon:
-        values = await scrape_until(daemon, lambda v: key in v)
-    assert value(values, "infrapulse_rdma_port_transmitted_bytes_total", device="mlx5_0", port="1") == 4000
-    assert value(values, "infrapulse_source_up", source="infiniband", target="mlx5_0") == 1
-
 
 
 # -- the bulk read against the per-file one -------------------------------------------------------

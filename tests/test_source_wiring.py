@@ -5,7 +5,7 @@ recording rule, and by a health signal — and what its spec names is real: each
 has a signal reading its families, its doctor probe resolves, its simulator has a `demo_part`,
 each dashboard and rule file it names reads its families. (Its config section and its rows in
 docs/metrics.md and docs/configuration.md are derived from the registry;
-tests/test_demo_sources.py checks the demo simulates it.) docs/development.md lists the steps."""
+tests/integration/test_demo_sources.py checks the demo simulates it.) docs/development.md lists the steps."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
 """The status page's parts without a browser (tests/e2e/test_health_page.py renders it in Chromium):
 runbook links for every signal, SLO colours at their boundaries, why a latency is missing, the
-sparkline's axis, folded details, and the hardware inventory in /api/v1/sources."""
+sparkline's axis, folded details, and the hardware inventory (a daemon's /api/v1/sources carrying it
+is checked in tests/integration/test_status_page_served.py)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import aiohttp
 import pytest
 
-from conftest import running_daemon
 from health_fixtures import Feed
 from infrapulse.health import page
 from infrapulse.health.runbooks import SIGNAL_RUNBOOKS, place_of, runbook_for, runbook_url
@@ -125,14 +124,3 @@ def test_inventory_lists_gpus_ports_and_interfaces():
         {"device": "mlx5_1", "port": "1", "link_layer": "InfiniBand", "netdev": "", "hca_type": "",
          "firmware_version": "", "state": "DOWN", "rate_gbps": None}]
     assert inv["interfaces"] == [{"interface": "ens1f0np0", "driver_stats": 134}]
-
-
-async def test_sources_api_carries_the_inventory():
-    async with running_daemon("interval: 5s\nsources: {nvml: {enabled: false}}\n") as daemon:
-        _hardware(Feed(daemon.store)).publish()
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{daemon.bound_port}/api/v1/sources") as resp:
-                body = await resp.json()
-    assert [p["device"] for p in body["inventory"]["rdma_ports"]] == ["mlx5_0", "mlx5_1"]
-    assert [g["uuid"] for g in body["inventory"]["gpus"]] == ["GPU-a", "GPU-b"]
-    assert {s["target"] for s in body["sources"]} >= {"mlx5_0", "mlx5_1", "ens1f0np0"}

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger("infrapulse.memory")
@@ -36,8 +35,10 @@ TRIM_PERIOD_SECONDS = 60.0
 
 
 def _glibc() -> ctypes.CDLL | None:
+    """The C library this process already runs on, when it is glibc. Through the process's own
+    symbols (dlopen(NULL)), not find_library: that forks `ldconfig -p` on every import."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version.restype = ctypes.c_char_p
         libc.gnu_get_libc_version()
     except (OSError, AttributeError):

@@ -54,8 +54,9 @@ class DemoPart:
 
 
 def demo_modules() -> list[ModuleType]:
-    """The simulators the source registry names (each source spec's `simulator`), once each,
-    in name order: a source without a simulator is not in the demo (tests/test_demo_sources.py)."""
+    """The simulators the source registry names (each source spec's `simulator`), once each, in
+    name order: a source without a simulator is not in the demo
+    (tests/integration/test_demo_sources.py)."""
     names = sorted({spec.simulator for spec in SPECS if spec.simulator})
     return [importlib.import_module(f"{__package__}.{name}") for name in names]
 

@@ -1,33 +1,28 @@
 """The `mesh` source on loopback addresses (127.0.0.0/8 only; every test bounded in probes and time).
 
-Several responder processes (`infrapulse simulate mesh`, the real responder code) on 127.0.0.x,
-one with induced loss: exact sent/lost counts, RTT histogram per peer group, p99 per peer. The
-daemon's own responder: an unlisted address gets no answer, the reply is as long as the request.
-The RTT excludes the time a busy peer held the request. Broken set-ups report source_up 0 with a
-reason; peer sources that yield nothing are reported.
+The daemon's own responder: an unlisted address gets no answer, the reply is as long as the
+request. The RTT excludes the time a busy peer held the request. Broken set-ups report source_up 0
+with a reason; peer sources that yield nothing are reported. Against responder processes, one with
+induced loss: test_mesh_processes.py. Every test here binds UDP sockets on loopback (the
+responder serves): the config checks, which bind nothing, are tests/test_mesh_config.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import ROOT, stop_process
-from infrapulse.config import ConfigError, load_text
+from infrapulse.config import load_text
 from infrapulse.simulate import mesh as simulate_mesh
 from infrapulse.simulate.demo import DemoContext
 from infrapulse.simulate.mesh import LOSSY_PEER, SimulatedPeer, demo_part
@@ -79,26 +74,6 @@ async def settle(source: MeshSource) -> None:
     await asyncio.sleep(0.25)  # one more publication of the settled counters
 
 
-@contextmanager
-def responder_process(address: str, drop_every: int = 0) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "exporter")}
-    proc = subprocess.Popen([sys.executable, "-m", "infrapulse", "simulate", "mesh", "--address", address,
-                             "--drop-every", str(drop_every), "--seconds", "60"],
-                            stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        started = json.loads(proc.stdout.readline())
-        yield proc, started["responders"][0]["port"]
-    finally:
-        stop_process(proc)
-
-
-def final_counts(proc: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
-    stop_process(proc)
-    assert proc.stdout is not None
-    return json.loads(proc.stdout.read().strip().splitlines()[-1])
-
-
 async def sent_at_least(source: MeshSource, count: int, timeout: float = 30.0) -> None:
     """Wait until every peer has been sent `count` probes (a loaded machine sends fewer per second)."""
     deadline = time.monotonic() + timeout
@@ -110,53 +85,6 @@ async def sent_at_least(source: MeshSource, count: int, timeout: float = 30.0) -
             return
         await asyncio.sleep(0.05)
     raise AssertionError(f"fewer than {count} probes sent to some peer in {timeout}s")
-
-
-PEER_IPS = (("gpu-node-02", "127.0.0.2"), ("gpu-node-03", "127.0.0.3"), ("gpu-node-04", "127.0.0.4"))
-
-
-async def test_mesh_on_loopback_with_responder_processes_and_induced_loss() -> None:
-    with responder_process("127.0.0.2") as (p2, port2), \
-            responder_process("127.0.0.3", drop_every=4) as (p3, port3), \
-            responder_process("127.0.0.4") as (p4, port4):
-        config = mesh_config(switch="leaf01", peers=[
-            {"name": "gpu-node-02", "address": "127.0.0.2", "port": port2, "switch": "leaf01"},
-            {"name": "gpu-node-03", "address": "127.0.0.3", "port": port3, "switch": "leaf02"},
-            {"name": "gpu-node-04", "address": "127.0.0.4", "port": port4}])
-        async with running(config) as source:
-            await sent_at_least(source, 40)  # ~2 s at 20 ms on an idle machine
-            await settle(source)
-            sent = series(source, "infrapulse_probe_mesh_sent_total")
-            lost = series(source, "infrapulse_probe_mesh_lost_total")
-            p99 = series(source, "infrapulse_probe_mesh_rtt_p99_seconds")
-            rtt = series(source, "infrapulse_probe_mesh_rtt_seconds")
-            probed = series(source, "infrapulse_probe_mesh_probed_peers")
-            status = source.store.status[("mesh", TARGET)]
-            untimed = {label: stats.untimed for label, stats in source.prober.stats.items()}
-        counts = {ip: {"requests": c["requests"][ip], "dropped": c["dropped"][ip]}
-                  for ip, c in (("127.0.0.2", final_counts(p2)), ("127.0.0.3", final_counts(p3)),
-                                ("127.0.0.4", final_counts(p4)))}
-    assert status.up and status.reason == "ok", status
-    for name, ip in PEER_IPS:
-        assert sent[(name,)] >= 40, sent
-        assert sent[(name,)] == counts[ip]["requests"], f"{name}: every probe reached its responder"
-        assert lost[(name,)] == counts[ip]["dropped"], f"{name}: lost = what the responder dropped"
-    assert counts["127.0.0.3"]["dropped"] == counts["127.0.0.3"]["requests"] // 4 > 0
-    assert lost[("gpu-node-02",)] == lost[("gpu-node-04",)] == 0
-    assert set(p99) == {("gpu-node-02",), ("gpu-node-03",), ("gpu-node-04",)}
-    assert all(0 < v < 0.05 for v in p99.values()), p99
-    # Timed: answered, less those whose send (the prober's, or the responder's reply) the machine
-    # held up past SEND_STALL_NS: a few when idle, half of them on a machine with CPU hogs.
-    answered = {name: sent[(name,)] - lost[(name,)] - untimed[name] for name, _ in PEER_IPS}
-    assert all(n > 0 for n in answered.values()), (answered, untimed)
-    groups = {group: value for (group,), value in rtt.items()}
-    assert isinstance(groups["same_switch"], Histogram)
-    assert groups["same_switch"].count == answered["gpu-node-02"]
-    assert groups["other_switch"].count == answered["gpu-node-03"]
-    assert groups["unknown"].count == answered["gpu-node-04"]
-    assert groups["same_switch"].buckets[-1] == (float("inf"), answered["gpu-node-02"])
-    assert 0 < groups["same_switch"].sum < 0.05 * answered["gpu-node-02"]
-    assert probed == {("same_switch",): 1.0, ("other_switch",): 1.0, ("unknown",): 1.0}
 
 
 def request_from(address: str, port: int, size: int = 64, data: bytes | None = None) -> bytes | None:
@@ -463,27 +391,6 @@ async def test_broken_setups_report_source_down_with_a_reason(section: dict[str,
         status = source.store.status[("mesh", TARGET)]
     assert not status.up and status.reason == reason
     assert status.message.startswith(message), status.message
-
-
-@pytest.mark.parametrize("section,key,reason", [
-    ({"dscp": 64}, "sources.mesh.dscp", "must be <= 63"),
-    ({"local_addresses": ["10.0.0.300"]}, "sources.mesh.local_addresses[0]", "expected an IP address"),
-    ({"port": 0, "peers": [{"address": "10.0.0.2"}]}, "sources.mesh.peers[0].port", "required when"),
-    ({"size": 20}, "sources.mesh.size", "must be >= 28"),
-    ({"timeout": "30s"}, "sources.mesh.timeout", "must be at most 10s"),
-])
-def test_config_errors_name_the_key(section: dict[str, Any], key: str, reason: str) -> None:
-    with pytest.raises(ConfigError) as err:
-        load_text(yaml.safe_dump({"sources": {"mesh": section}}))
-    assert err.value.key == key and reason in err.value.reason
-
-
-def test_off_by_default() -> None:
-    config = load_text("").sources["mesh"]
-    assert not MeshSource.wanted(config)
-    assert isinstance(config, MeshSettings)
-    defaults = (config.port, config.probe_interval, config.max_peers, config.dscp)
-    assert defaults == (9478, 5.0, 64, 0)
 
 
 @pytest.mark.parametrize("loaded", [False, True], ids=["idle", "every-reply-late"])
