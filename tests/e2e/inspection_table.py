@@ -19,7 +19,7 @@ from cdp import Browser
 from conftest import ROOT
 
 WATCHED = {"network": 90, "rdma": 90, "gpu": 90, "serving": 90}
-BEFORE_SECONDS = 30
+BEFORE_SECONDS = 15
 INSPECT = {"score_below": 0, "component_below": WATCHED, "before": f"{BEFORE_SECONDS}s", "since": "8s",
            "min_interval": "1s", "rearm_margin": 2}
 CALM_TIMEOUT = 120.0 + BEFORE_SECONDS
