@@ -44,48 +44,45 @@ demo: $(DEMO_STAMP)
 
 # The unit tier (tests/) runs on every core (pytest-xdist: -n auto): pure Python, nothing served or
 # spawned, so it is CPU-bound and as fast as the cores. Worksteal: a worker that runs out takes
-# tests queued for the other (under `load`, one core idled through the last quarter of the run). The integration tier (tests/integration/)
-# serves and spawns on loopback; the e2e tier (tests/e2e/) runs real Prometheus, Alertmanager,
-# vmalert and daemons.
+# tests queued for the other (under `load`, one core idled through the last quarter of the run).
+# The integration tier (tests/integration/) serves and spawns on loopback, then runs on its own
+# (its bounds are sized for a machine it has to itself).
 #
-# What is left after the unit tier runs in two lanes at once:
-# * lane 1, at normal priority: the scenario walk's two halves (tests marked `starts_first`), side
-#   by side, then the tests marked `alone` by themselves (the healthy demo's compressed hour fails
-#   on a single pending alert, and a scrape made late by a neighbour is one). These stacks mostly
-#   wait on real scrape and evaluation intervals: a walk keeps about a third of a core busy for its
-#   six minutes, and a late scrape breaks its bounds.
-# * lane 2, niced (NICE): the integration tier and the other e2e tests, E2E_WORKERS files at a
-#   time (loadfile: a module-scoped stack serves all its tests, the real Slurm daemons take their
-#   tests in turn; e2e first, its long files start early). It runs on the CPU lane 1 leaves idle,
-#   and on both cores once lane 1 is done: the niceness keeps it from making lane 1's scrapes late.
-# Lane 1's output follows lane 2's. pytest exits 5 when PYTEST_ARGS (-k ...) leave a part nothing
-# to run: not a failure. A failing part still lets the others run and report; any failure fails
-# the target. (Not loadgroup: under pytest 9.2 it silently stops grouping, pytest-dev/pytest-xdist#1386.)
+# The e2e tier runs on two workers: its stacks of real Prometheus, Alertmanager, vmalert and
+# daemons mostly wait on real scrape and evaluation intervals, and two at a time leave them the CPU
+# those intervals need on a 2-core machine. A file goes to one worker whole (loadfile: a
+# module-scoped stack serves all its tests, the real Slurm daemons take their tests in turn), in
+# collection order, where tests marked `starts_first` (the scenario walk's two halves,
+# test_alerting_walk_*.py, six minutes each) lead: they start at once, side by side. Tests marked
+# `alone` run afterwards by themselves: the healthy demo's compressed hour fails on a single
+# pending alert, and a scrape made late by a neighbour's stack is one. (Measured: running the
+# integration tier or the other e2e files beside the walk, even under nice, starves them past their
+# bounds — promtool 9x slower, serving scrapes timing out, health baselines late.) pytest exits 5
+# when PYTEST_ARGS (-k ...) leave a part nothing to run: not a failure. A failing part still lets
+# the others run and report; any failure fails the target. (Not loadgroup: under pytest 9.2 it
+# silently stops grouping, pytest-dev/pytest-xdist#1386.)
 E2E_WORKERS ?= 2
-NICE ?= 10
 # Each tier ends with its slowest tests, so where the suite's time goes is in every log (TIMINGS= turns it off).
 TIMINGS ?= --durations=15
-# $(call LANES,<lane 2's paths>)
-LANES = rc=0; ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; lane1=$$(mktemp); \
-	( bad=0; $(PYTEST) -n 2 --dist loadfile -m starts_first tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || bad=1; \
-	  $(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || bad=1; exit $$bad ) > $$lane1 2>&1 & pid=$$!; \
-	nice -n $(NICE) $(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder \
-	  -m "not starts_first and not alone" $(1) $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1; \
-	wait $$pid || rc=1; echo "== lane 1: the scenario walk, then the healthy demo's hour"; cat $$lane1; rm -f $$lane1
+UNIT = $(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration $(TIMINGS) $(PYTEST_ARGS)
+INTEGRATION = $(PYTEST) -n auto --dist loadfile tests/integration $(TIMINGS) $(PYTEST_ARGS)
+E2E = rc=0; ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; \
+	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
+	ok $$? || rc=1; \
+	$(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1
 
 test: $(STAMP) system-deps
-	@unit=0; HYPOTHESIS_PROFILE=ci $(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration \
-	  $(TIMINGS) $(PYTEST_ARGS) || unit=1; \
-	export HYPOTHESIS_PROFILE=ci; $(call LANES,tests/e2e tests/integration); [ $$unit -eq 0 ] && exit $$rc; exit 1
+	@export HYPOTHESIS_PROFILE=ci; fail=0; $(UNIT) || fail=1; $(INTEGRATION) || fail=1; \
+	$(E2E); [ $$fail -eq 0 ] && exit $$rc; exit 1
 
 unit: $(STAMP)
-	$(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration $(TIMINGS) $(PYTEST_ARGS)
+	$(UNIT)
 
 integration: $(STAMP)
-	$(PYTEST) -n auto --dist loadfile tests/integration $(TIMINGS) $(PYTEST_ARGS)
+	$(INTEGRATION)
 
 e2e: $(STAMP) system-deps
-	@$(call LANES,tests/e2e); exit $$rc
+	@$(E2E); exit $$rc
 
 # Every generator, in the order they run. Each rewrites its files when run plainly and exits 1,
 # naming what is stale, with --check. A generator that writes alerts/*.rules.yaml goes before

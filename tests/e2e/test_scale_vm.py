@@ -64,6 +64,9 @@ SHARDS = 2  # Prometheus shards, and fabric collector shards
 INTERVAL = 2.0
 NODE_JOB, FABRIC_JOB = "infrapulse-node", "infrapulse-fabric"
 FABRIC_SERIES = 4000  # fewer than the simulated fabric exposes once every switch streams
+# Every collector's sessions up, every switch streaming: seconds on an idle machine, minutes where
+# `make test` runs this file niced beside the scenario walk (a bound on waiting, not a figure).
+FABRIC_UP_TIMEOUT = 180.0
 # Series Prometheus adds to every target's own.
 SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
                  "scrape_samples_post_metric_relabeling", "scrape_series_added")
@@ -261,7 +264,7 @@ def test_hashmod_gives_every_target_to_exactly_one_prometheus(stack: ScaleStack)
 
 def test_each_fabric_collector_owns_its_hashmod_share_of_the_switches(stack: ScaleStack) -> None:
     result = stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches),
-                               timeout=90)
+                               timeout=FABRIC_UP_TIMEOUT)
     owner = {r["metric"]["switch"]: r["metric"]["instance"] for r in result}
     assert owner == {s: stack.fabric[shard_of(s, SHARDS)].address for s in stack.switches}
     shards = stack.vm.query("infrapulse_fabric_shards")
@@ -378,11 +381,13 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     seen in each look must be stored, and every stored series must have been seen in some look."""
     # The whole fabric streaming first: on a loaded machine a restarted collector (the crash tests)
     # or a slow session can still be coming up, and its switches' series with it.
-    stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches), timeout=90)
+    stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches),
+                      timeout=FABRIC_UP_TIMEOUT)
     # ... and every switch's ports and queues in (synced is the on-change paths; the sampled counters
     # follow at their first tick, later on a machine whose CPU is spoken for).
     stack.vm.wait_for(f'count({{job="{FABRIC_JOB}", __name__!~"{NOT_SCRAPED}"}})',
-                      lambda r: bool(r) and float(r[0]["value"][1]) > FABRIC_SERIES, timeout=90)
+                      lambda r: bool(r) and float(r[0]["value"][1]) > FABRIC_SERIES,
+                      timeout=FABRIC_UP_TIMEOUT)
     addresses = [a for job_addresses in stack.jobs.values() for a in job_addresses]
     matched: dict[str, int] = {}
     diffs: dict[str, tuple[set[Labels], set[Labels]]] = {}

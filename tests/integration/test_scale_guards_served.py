@@ -89,7 +89,9 @@ async def test_dcgm_budget_caps_the_mapped_gpus_and_reports_partial() -> None:
             section = DcgmSource.CONFIG.validate({"enabled": True, "url": url, **extra}, "sources.dcgm")
             return DcgmSource(section, SourceContext(store=store, interval=2.0, hostname="testhost"))
 
-        (full,) = await source(Store()).collect()
+        uncapped = source(Store())
+        (full,) = await uncapped.collect()
+        await uncapped.close()
         assert full.snapshot is not None and not full.partial_errors
         total = len(full.snapshot)
         store = Store()
