@@ -66,13 +66,15 @@ E2E_WORKERS ?= 2
 TIMINGS ?= --durations=15
 UNIT = $(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration $(TIMINGS) $(PYTEST_ARGS)
 INTEGRATION = $(PYTEST) -n auto --dist loadfile tests/integration $(TIMINGS) $(PYTEST_ARGS)
-E2E = rc=0; ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; \
+OK = ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }
+E2E = rc=0; $(OK); \
 	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
 	ok $$? || rc=1; \
 	$(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1
 
 test: $(STAMP) system-deps
-	@export HYPOTHESIS_PROFILE=ci; fail=0; $(UNIT) || fail=1; $(INTEGRATION) || fail=1; \
+	@export HYPOTHESIS_PROFILE=ci; $(OK); fail=0; \
+	$(UNIT); ok $$? || fail=1; $(INTEGRATION); ok $$? || fail=1; \
 	$(E2E); [ $$fail -eq 0 ] && exit $$rc; exit 1
 
 unit: $(STAMP)

@@ -64,8 +64,8 @@ SHARDS = 2  # Prometheus shards, and fabric collector shards
 INTERVAL = 2.0
 NODE_JOB, FABRIC_JOB = "infrapulse-node", "infrapulse-fabric"
 FABRIC_SERIES = 4000  # fewer than the simulated fabric exposes once every switch streams
-# Every collector's sessions up, every switch streaming: seconds on an idle machine, minutes where
-# `make test` runs this file niced beside the scenario walk (a bound on waiting, not a figure).
+# Every collector's sessions up, every switch streaming: seconds on an idle machine, longer on a
+# loaded one (a bound on waiting, not a figure the test asserts).
 FABRIC_UP_TIMEOUT = 180.0
 # Series Prometheus adds to every target's own.
 SCRAPE_SERIES = ("up", "scrape_duration_seconds", "scrape_samples_scraped",
@@ -383,8 +383,8 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     # or a slow session can still be coming up, and its switches' series with it.
     stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches),
                       timeout=FABRIC_UP_TIMEOUT)
-    # ... and every switch's ports and queues in (synced is the on-change paths; the sampled counters
-    # follow at their first tick, later on a machine whose CPU is spoken for).
+    # ... and every switch's ports and queues in (synced covers the on-change paths; the sampled
+    # counters follow at their first tick, later on a loaded machine).
     stack.vm.wait_for(f'count({{job="{FABRIC_JOB}", __name__!~"{NOT_SCRAPED}"}})',
                       lambda r: bool(r) and float(r[0]["value"][1]) > FABRIC_SERIES,
                       timeout=FABRIC_UP_TIMEOUT)
