@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
@@ -158,10 +159,15 @@ class ScaleStack:
             request = urllib.request.Request(scenarios, data=body,
                                              headers={"Content-Type": "application/json"})
             urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - loopback
-        # One inspection on demand on the first node, for the inspection panels and rules.
+        # One inspection on the first node, for the inspection panels and rules: on demand, unless
+        # the scenarios' score drop has already started one (409: pending or running), which serves.
         request = urllib.request.Request(next(iter(description["nodes"].values())) + "/api/v1/inspections",
                                          data=b"{}", headers={"Content-Type": "application/json"})
-        urllib.request.urlopen(request, timeout=30).close()  # noqa: S310 - loopback
+        try:
+            urllib.request.urlopen(request, timeout=30).close()  # noqa: S310 - loopback
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:
+                raise
         self.fabric = [FabricCollector(self.workdir, i, config, int(address.rsplit(":", 1)[1]))
                        for i, (config, address) in enumerate(zip(description["fabric_configs"],
                                                                  self.fabric_addresses))]
