@@ -48,29 +48,29 @@ demo: $(DEMO_STAMP)
 # The integration tier (tests/integration/) serves and spawns on loopback, then runs on its own
 # (its bounds are sized for a machine it has to itself).
 #
-# The e2e tier runs in two lanes side by side: its stacks of real Prometheus, Alertmanager,
-# VictoriaMetrics and daemons mostly wait on real scrape and evaluation intervals, so one lane's
-# waits are the other's CPU. The walk lane runs the scenario walk's two halves (tests marked `walk`,
-# six minutes each, a demo stack each) side by side, then the tests marked `after_walk` (the healthy
-# demo's compressed hour, which fails on a single late scrape, so never beside two more stacks).
-# The other lane runs every other e2e file on two workers, a file to a worker (loadfile: a
-# module-scoped stack serves all its tests, the real Slurm daemons take their tests in turn). The
-# walk lane's output is printed when both are done, after the other's. (Measured on this 2-core
-# machine: the integration tier beside the walk, even under nice, was starved past its bounds —
-# promtool 9x slower, serving scrapes timing out — so it runs before, on its own.) pytest exits 5
+# The e2e tier runs on two workers: its stacks of real Prometheus, Alertmanager, vmalert and
+# daemons mostly wait on real scrape and evaluation intervals, and two at a time leave them the CPU
+# those intervals need on a 2-core machine. A file goes to one worker whole (loadfile: a
+# module-scoped stack serves all its tests, the real Slurm daemons take their tests in turn), in
+# collection order, where tests marked `starts_first` (the scenario walk's two halves,
+# test_alerting_walk_*.py, six minutes each) lead: they start at once, side by side. Tests marked
+# `alone` run afterwards by themselves: the healthy demo's compressed hour fails on a single
+# pending alert, and a scrape made late by a neighbour's stack is one. (Measured: running the
+# integration tier or the other e2e files beside the walk, even under nice, starves them past their
+# bounds — promtool 9x slower, serving scrapes timing out, health baselines late.) pytest exits 5
 # when PYTEST_ARGS (-k ...) leave a part nothing to run: not a failure. A failing part still lets
 # the others run and report; any failure fails the target. (Not loadgroup: under pytest 9.2 it
 # silently stops grouping, pytest-dev/pytest-xdist#1386.)
+E2E_WORKERS ?= 2
 # Each tier ends with its slowest tests, so where the suite's time goes is in every log (TIMINGS= turns it off).
 TIMINGS ?= --durations=15
 UNIT = $(PYTEST) -n auto --dist worksteal tests --ignore=tests/e2e --ignore=tests/integration $(TIMINGS) $(PYTEST_ARGS)
 INTEGRATION = $(PYTEST) -n auto --dist loadfile tests/integration $(TIMINGS) $(PYTEST_ARGS)
 OK = ok() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }
-E2E = rc=0; $(OK); walk_log=$$(mktemp); trap 'kill $$walk 2>/dev/null; rm -f $$walk_log' EXIT; \
-	( w=0; $(PYTEST) -n 2 --dist loadfile -m walk tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || w=1; \
-	  $(PYTEST) -m after_walk tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || w=1; exit $$w ) >$$walk_log 2>&1 & walk=$$!; \
-	$(PYTEST) -n 2 --dist loadfile -m "not walk and not after_walk" tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1; \
-	wait $$walk || rc=1; echo "== the walk lane (tests marked walk, then after_walk)"; cat $$walk_log
+E2E = rc=0; $(OK); \
+	$(PYTEST) -n $(E2E_WORKERS) --dist loadfile --no-loadscope-reorder -m "not alone" tests/e2e $(TIMINGS) $(PYTEST_ARGS); \
+	ok $$? || rc=1; \
+	$(PYTEST) -m alone tests/e2e $(TIMINGS) $(PYTEST_ARGS); ok $$? || rc=1
 
 test: $(STAMP) system-deps
 	@export HYPOTHESIS_PROFILE=ci; $(OK); fail=0; \
