@@ -66,6 +66,12 @@ RESOLVE_TIMEOUT = 120.0
 SHORT_HEALTH = {"window": "6s", "event_window": "12s", "link": {"window": "12s", "baseline_window": "60s"},
                 "detractors": 20}
 LAUNCHER = Path(__file__).resolve().parent / "demo_launcher.py"
+# The healthy hour runs the demo at its default interval, as `make demo` does (and a serving scrape
+# may take 1.6 s, 80% of it, before it counts as down). The walk collects every second: its
+# inspections compare a 15 s before window with the window since the drop, and the first third of
+# the before window must hold several samples (inspect/queue.py baseline_arrivals: at 2 s,
+# ttft-surge's flat arrivals read x1.7 once and its verdict "saturated").
+DEMO_INTERVAL, WALK_INTERVAL = "2s", "1s"
 
 
 @dataclass(frozen=True)
@@ -164,12 +170,13 @@ class Demo:
     """The demo as a subprocess (its own process group, output to a file): `infrapulse demo`, or
     with a test's `health:` and `inspect:` sections (tests/e2e/demo_launcher.py)."""
 
-    def __init__(self, workdir: Path, health: dict | None = None, inspect: dict | None = None) -> None:
+    def __init__(self, workdir: Path, health: dict | None = None, inspect: dict | None = None,
+                 interval: str = DEMO_INTERVAL) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "demo.log"
         self._log = open(self.log_path, "w")
-        common = ["--listen", f"127.0.0.1:{self.port}", "--interval", "1s",
+        common = ["--listen", f"127.0.0.1:{self.port}", "--interval", interval,
                   "--workdir", str(workdir / "demo")]
         sections = [*(["--health", json.dumps(health)] if health else []),
                     *(["--inspect", json.dumps(inspect)] if inspect else [])]
@@ -217,14 +224,14 @@ class Demo:
 
 
 @contextlib.contextmanager
-def alerting_stack(workdir: Path, health: dict | None = None, inspect: dict | None = None
-                   ) -> Iterator[tuple[Demo, PrometheusServer, WebhookReceiver]]:
+def alerting_stack(workdir: Path, health: dict | None = None, inspect: dict | None = None,
+                   interval: str = DEMO_INTERVAL) -> Iterator[tuple[Demo, PrometheusServer, WebhookReceiver]]:
     hook = WebhookReceiver()
     started: list = []
     try:
         am = AlertmanagerServer(workdir, test_alertmanager_config(workdir, hook.url, token="e2e-token"))
         started.append(am)
-        demo = Demo(workdir, health, inspect)
+        demo = Demo(workdir, health, inspect, interval)
         started.append(demo)
         am.wait_ready()
         demo.wait_ready()
@@ -433,7 +440,7 @@ def walk_scenarios(tmp_path: Path, walk: int) -> None:
                           "xid", "queue-buildup", "ttft-surge"]
     scenarios = [BY_NAME[name] for name in WALKS[walk]]
     verdicts: dict[str, dict] = {}
-    with alerting_stack(tmp_path, SHORT_HEALTH, INSPECT) as (demo, prom, hook):
+    with alerting_stack(tmp_path, SHORT_HEALTH, INSPECT, WALK_INTERVAL) as (demo, prom, hook):
         walk_start = time.monotonic()
 
         def phase(text: str) -> None:  # where the walk's minutes go, in the test's output
