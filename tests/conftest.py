@@ -189,6 +189,15 @@ def port() -> int:
     return free_port()
 
 
+@pytest.fixture
+def short_workdir() -> Iterator[Path]:
+    """A demo's working directory with a short path, removed after the test: the simulators put
+    Unix sockets in it (the kubelet's pod-resources socket), and `sun_path` holds 108 bytes, which
+    a `tmp_path` under a long test name can exceed."""
+    with tempfile.TemporaryDirectory(prefix="infrapulse-demo-") as workdir:
+        yield Path(workdir)
+
+
 @contextlib.asynccontextmanager
 async def running_daemon(config_text: str, config_path: Path | None = None, hostname: str = "testhost",
                          web_security=None):

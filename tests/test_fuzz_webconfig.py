@@ -6,8 +6,10 @@ the same contracts with atheris for as long as it is let run."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -22,7 +24,8 @@ from infrapulse.http import JsonInputError, parse_json_object
 from infrapulse.simulate.certs import make_test_pki
 from infrapulse.simulate.demo import SCENARIO_FIELDS
 
-WORK = Path(tempfile.mkdtemp(prefix="infrapulse-fuzz-web-"))
+WORK = Path(tempfile.mkdtemp(prefix="infrapulse-fuzz-web-"))  # the strategies below name its files
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 PKI = make_test_pki(WORK / "pki")
 (WORK / "junk.pem").write_text("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
 (WORK / "empty.pem").write_text("")

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tempfile
-from pathlib import Path
 
 import aiohttp
 from aiohttp import web
@@ -70,7 +68,7 @@ async def _browser_violations(browser: Browser, origin: str) -> list[str]:
     return console
 
 
-async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
+async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path, short_workdir):
     collector = Collector()
     app = web.Application()
     app.router.add_post("/csp", collector.report)
@@ -80,7 +78,7 @@ async def test_no_page_of_the_demo_violates_its_csp_in_chromium(tmp_path):
     collector_port = free_port()
     await web.TCPSite(runner, "127.0.0.1", collector_port).start()
 
-    workdir = Path(tempfile.mkdtemp(prefix="infrapulse-csp-"))
+    workdir = short_workdir
     board = ScenarioBoard()
     ctx = demo.DemoContext(workdir=workdir, scenarios=board)
     parts = await demo.start_parts(ctx)

@@ -15,8 +15,6 @@ the deadlines are "two windows" plus the poll period, as the requirement states 
 from __future__ import annotations
 
 import asyncio
-import tempfile
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -34,9 +32,8 @@ SLACK = 2.0  # one daemon interval plus one poll: the score is recomputed every 
 
 
 @pytest.fixture
-async def demo_daemon():
-    workdir = Path(tempfile.mkdtemp(prefix="infrapulse-health-e2e-"))
-    ctx = demo.DemoContext(workdir=workdir, scenarios=ScenarioBoard())
+async def demo_daemon(short_workdir):
+    ctx = demo.DemoContext(workdir=short_workdir, scenarios=ScenarioBoard())
     parts = []
     daemon = None
     try:
@@ -55,9 +52,6 @@ async def demo_daemon():
         if daemon is not None:
             await daemon.stop()
         await demo.close_parts(parts)
-        import shutil
-
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def _health(session: aiohttp.ClientSession, daemon: Daemon) -> dict:

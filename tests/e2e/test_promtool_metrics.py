@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import aiohttp
 
@@ -31,9 +29,9 @@ def documented_findings() -> set[tuple[str, str]]:
     return {(name, said) for name, said, _ in rows}
 
 
-async def test_promtool_findings_on_the_demo_are_the_documented_ones():
+async def test_promtool_findings_on_the_demo_are_the_documented_ones(short_workdir):
     board = ScenarioBoard()
-    ctx = demo.DemoContext(workdir=Path(tempfile.mkdtemp(prefix="infrapulse-promtool-")), scenarios=board)
+    ctx = demo.DemoContext(workdir=short_workdir, scenarios=board)
     parts = await demo.start_parts(ctx)
     port = free_port()
     daemon = Daemon(demo.demo_config(parts, f"127.0.0.1:{port}", "1s"), hostname=ctx.hostname,

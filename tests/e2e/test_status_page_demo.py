@@ -9,8 +9,6 @@ on the way (counted in the page, as in test_csp_chromium.py)."""
 from __future__ import annotations
 
 import asyncio
-import tempfile
-from pathlib import Path
 
 import aiohttp
 
@@ -37,9 +35,9 @@ async def _until(predicate, what, timeout: float = 15.0) -> None:
         await asyncio.sleep(0.05)
 
 
-async def test_demo_page_toggles_scenarios_in_chromium(tmp_path):
+async def test_demo_page_toggles_scenarios_in_chromium(tmp_path, short_workdir):
     board = ScenarioBoard()
-    ctx = demo.DemoContext(workdir=Path(tempfile.mkdtemp(prefix="infrapulse-toggles-")), scenarios=board)
+    ctx = demo.DemoContext(workdir=short_workdir, scenarios=board)
     parts = await demo.start_parts(ctx)
     port = free_port()
     daemon = Daemon(demo.demo_config(parts, f"127.0.0.1:{port}", "1s"), hostname=ctx.hostname,
