@@ -1,4 +1,4 @@
-"""The node simulator: tree layout, counter semantics, traffic and the four scenarios. Feeding
+"""The node simulator: tree layout, counter semantics, traffic and the five scenarios. Feeding
 the daemon: tests/integration/test_node_simulator_daemon.py."""
 
 from __future__ import annotations
