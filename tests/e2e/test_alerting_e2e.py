@@ -274,8 +274,9 @@ def test_the_healthy_demo_fires_no_alert_in_a_compressed_hour(tmp_path):
     with alerting_stack(tmp_path) as (demo, prom, hook):
         # Prometheus evaluates rules before its first scrape: absent(up) makes
         # InfrapulseExporterNotScraped pending (its `for` is 5 s here). Start the hour once that
-        # start-up state is gone and a full compressed rate window of normal traffic has passed.
-        time.sleep(20)
+        # start-up state is gone and a full compressed rate window (20 s) of normal traffic has
+        # passed: 11 scrapes 2 s apart span it.
+        prom.wait_for('count_over_time(up{job="infrapulse"}[30s]) >= 11', timeout=60)
         assert _wait(lambda: not prom.query("ALERTS"), 30), f"alerts at start: {_alert_series(prom)}"
         start, notified = time.time(), len(hook.notifications)
         statuses: dict[str, int] = {}
