@@ -1,5 +1,5 @@
 """Parsing helpers for tests: exposition text -> {(name, frozenset(labels)): value}; waits on a
-condition (wait_until, wait_until_async) instead of fixed sleeps."""
+condition (wait_until, wait_until_async) instead of fixed sleeps; a basic-auth web config."""
 
 from __future__ import annotations
 
@@ -25,6 +25,20 @@ def real(*parts: str) -> Path:
     assert path.exists(), f"real capture missing: {path} (shared/ must sit beside the project)"
     return path
 
+
+
+def basic_auth_web_config(directory: Path, users: dict[str, str]) -> Any:
+    """A web config (`directory`/web.yaml) with these users' passwords as bcrypt hashes (cost 4:
+    fast), loaded as the daemon loads it."""
+    import bcrypt
+
+    from infrapulse.webconfig import WebSecurity
+
+    lines = ["basic_auth_users:"] + [
+        f"  {u}: {bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()}" for u, p in users.items()]
+    path = directory / "web.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return WebSecurity(path)
 
 
 def parse_exposition(text: str) -> dict[tuple[str, frozenset], float]:

@@ -8,9 +8,9 @@ import base64
 import logging
 
 import aiohttp
-import bcrypt
 
 from conftest import running_daemon
+from helpers import basic_auth_web_config
 from infrapulse.httpguard import ConnectionGuard, GuardedConnection, GuardLimits, HttpStats, client_key
 from infrapulse.webconfig import WebSecurity
 
@@ -59,14 +59,6 @@ def test_eviction_takes_the_busiest_clients_oldest_silent_connection_then_idle_n
     third = [_conn(guard, "same") for _ in range(4)]
     assert [guard.admit(c) for c in third] == [True, True, True, False]
     assert stats.closed["client_limit"] == 1
-
-
-def _web_config(tmp_path, users: dict[str, str]) -> WebSecurity:
-    lines = ["basic_auth_users:"] + [
-        f"  {u}: {bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()}" for u, p in users.items()]
-    path = tmp_path / "web.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return WebSecurity(path)
 
 
 async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
@@ -146,7 +138,7 @@ async def test_handshake_deadline_and_failed_handshakes_on_a_tls_port(tmp_path, 
 
 
 async def test_a_401_closes_its_connection(tmp_path):
-    security = _web_config(tmp_path, {"prom": "pw"})
+    security = basic_auth_web_config(tmp_path, {"prom": "pw"})
     async with running_daemon("http: {idle_timeout: 30s}\n", web_security=security) as d:
         reader, writer = await asyncio.open_connection("127.0.0.1", d.bound_port)
         writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -11,7 +11,7 @@ import aiohttp
 import bcrypt
 
 from conftest import running_daemon, scrape_until
-from helpers import value
+from helpers import basic_auth_web_config, value
 from infrapulse.webconfig import WebSecurity
 
 
@@ -55,16 +55,8 @@ async def test_idle_connections_are_closed():
         assert await _http_get(d.bound_port) == 200
 
 
-def _web_config(tmp_path, users: dict[str, str]) -> WebSecurity:
-    lines = ["basic_auth_users:"] + [
-        f"  {u}: {bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()}" for u, p in users.items()]
-    path = tmp_path / "web.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return WebSecurity(path)
-
-
 async def test_basic_auth(tmp_path):
-    security = _web_config(tmp_path, {"prometheus": "s3cret-pass"})
+    security = basic_auth_web_config(tmp_path, {"prometheus": "s3cret-pass"})
     async with running_daemon("interval: 1s\n", web_security=security) as d:
         port = d.bound_port
         assert await _http_get(port, "/metrics", ("prometheus", "s3cret-pass")) == 200
@@ -76,12 +68,12 @@ async def test_basic_auth(tmp_path):
 
 
 async def test_web_config_is_reread_and_bad_edits_are_refused(tmp_path, caplog):
-    security = _web_config(tmp_path, {"alice": "one"})
+    security = basic_auth_web_config(tmp_path, {"alice": "one"})
     path = security.config.path
     async with running_daemon("interval: 1s\n", web_security=security) as d:
         port = d.bound_port
         assert await _http_get(port, "/metrics", ("alice", "one")) == 200
-        _web_config(tmp_path, {"bob": "two"})  # rewrites the same file
+        basic_auth_web_config(tmp_path, {"bob": "two"})  # rewrites the same file
         assert security.reload_if_changed()
         assert await _http_get(port, "/metrics", ("alice", "one")) == 401
         assert await _http_get(port, "/metrics", ("bob", "two")) == 200
@@ -199,7 +191,7 @@ def test_web_config_errors(tmp_path):
         WebSecurity(path)
 
 
-def test_cli_reports_bad_web_config(tmp_path):
+def test_cli_reports_badbasic_auth_web_config(tmp_path):
     import subprocess
     import sys
 
@@ -253,7 +245,7 @@ async def _status(port: int, authorization: str | None) -> int:
 
 async def test_long_and_odd_passwords_get_401_never_500(tmp_path, caplog):
     password = "p" * 72  # bcrypt's whole input
-    security = _web_config(tmp_path, {"prom": password})
+    security = basic_auth_web_config(tmp_path, {"prom": password})
     cases = {
         "exactly 72 bytes (the real one)": (_basic(b"prom", password.encode()), 200),
         "73 bytes sharing the first 72 (bcrypt 4 alone would accept it)": (_basic(b"prom", b"p" * 73), 401),
@@ -362,7 +354,7 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; base-uri 'none'; f
 
 
 async def test_every_response_carries_the_security_headers(tmp_path):
-    security = _web_config(tmp_path, {"prom": "pw"})
+    security = basic_auth_web_config(tmp_path, {"prom": "pw"})
     auth = "Basic " + base64.b64encode(b"prom:pw").decode()
     config = "interval: 1s\nhttp: {csp_report_uri: 'http://127.0.0.1:9/csp'}\n"
     seen = {}
