@@ -5,6 +5,8 @@ from Prometheus and the CLI are in tests/integration/test_inspect_served.py."""
 from __future__ import annotations
 
 import json
+import math
+import random
 import time
 from pathlib import Path
 
@@ -12,7 +14,7 @@ import pytest
 
 from health_fixtures import Feed, service_for
 from helpers import real
-from infrapulse.inspect.compare import MOVED, counter_rate, windows
+from infrapulse.inspect.compare import ARRIVALS_GREW, MOVED, counter_rate, windows
 from infrapulse.inspect.config import InspectSettings
 from infrapulse.inspect.inspection import findings
 from infrapulse.inspect.recorder import Recorder
@@ -134,6 +136,63 @@ def test_queue_growing_with_arrivals_flat_and_a_calm_fabric_is_a_slow_engine() -
     verdict, _ = p.verdict(crossing)
     assert (verdict.layer, verdict.cause, verdict.target) == ("queue", "engine_slow", "endpoint llama")
 
+
+
+@pytest.mark.parametrize(("per_second", "cause"), [(1.0, "engine_slow"), (10.0, "engine_saturated")])
+def test_arrivals_x1_6_are_a_grown_load_only_past_count_noise(per_second: float, cause: str) -> None:
+    """Arrivals 2 -> 3.2 a second (x1.6) are 40 requests before and 32 since: two sigmas of
+    Poisson noise, not a load that grew. The same x1.6 at ten times the rate is six sigmas."""
+    p = Passes()
+    crossing = p.run(45, 25, {itl("llama"): 0.03}, {itl("llama"): 0.2},
+                     {finished("llama"): (2.0 * per_second, 3.2 * per_second)})
+    verdict, layers = p.verdict(crossing)
+    arrivals = next(f for f in layers["queue"] if f.meta.metric == "arrivals")
+    assert arrivals.factor == pytest.approx(1.6, rel=0.02)
+    expected_sigmas = 2.0 * per_second ** 0.5  # (3.2 - 2) r / sqrt(2.4 r (1/20 + 1/10)), r = per_second
+    assert arrivals.sigmas == pytest.approx(expected_sigmas, rel=0.06)
+    assert (verdict.layer, verdict.cause, verdict.target) == ("queue", cause, "endpoint llama")
+    assert ("within count noise" in verdict.text) is (cause == "engine_slow")
+    assert arrivals.as_json()["sigmas"] == round(arrivals.sigmas, 2)
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """Knuth's method: enough for the few requests a pass these runs count."""
+    limit, k, product = math.exp(-mean), 0, rng.random()
+    while product > limit:
+        k += 1
+        product *= rng.random()
+    return k
+
+
+def _seeded_runs(rng: random.Random, runs: int, rate: float, load: float) -> list[tuple[str, bool]]:
+    """Each of `runs` inspections of an engine whose ITL jumps at pass 25 while requests arrive at
+    random (Poisson, `rate` a second; `load` times that from pass 25): its cause, and whether its
+    arrivals read x1.5 or more."""
+    causes = []
+    for _ in range(runs):
+        p = Passes()
+        done = 0.0
+        for i in range(45):
+            bad = i >= 25
+            done += _poisson(rng, rate * (load if bad else 1.0))
+            values = [(finished("llama"), done), (itl("llama"), 0.2 if bad else 0.03)]
+            p.recorder.observe(T0 + i * STEP, values, 40.0 if bad else 100.0, {})
+        verdict, layers = p.verdict(T0 + 25 * STEP)
+        arrivals = next(f for f in layers["queue"] if f.meta.metric == "arrivals")
+        causes.append((verdict.cause, arrivals.change >= ARRIVALS_GREW))
+    return causes
+
+
+def test_a_flat_random_load_is_a_slow_engine_and_a_quadrupled_one_saturated() -> None:
+    """3 requests a second, as the demo's sglang-qwen: before the count-noise test, a flat load
+    read x1.5 ("saturated") in about one inspection in ten."""
+    rng = random.Random(7)
+    flat = _seeded_runs(rng, 300, 3.0, 1.0)
+    read_grown = sum(grown for _, grown in flat)
+    saturated = sum(cause == "engine_saturated" for cause, _ in flat)
+    assert read_grown >= 15 and saturated <= 3, (read_grown, saturated)
+    quadrupled = _seeded_runs(rng, 100, 3.0, 4.0)
+    assert sum(cause == "engine_saturated" for cause, _ in quadrupled) == 100
 
 def test_a_gpu_event_is_compute_whatever_else_moved() -> None:
     p = Passes()

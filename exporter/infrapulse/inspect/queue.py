@@ -4,10 +4,11 @@ KV-cache usage, preemptions and TTFT/ITL (the serving signals), and which endpoi
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 from ..store import Histogram
 from . import compare
-from .compare import Finding, Windows, finding, growth
+from .compare import Finding, Windows, excess_sigmas, finding, growth
 from .recorder import Recorder
 from .sample import COUNTER, GAUGE, Meta, Sampled, View, from_signals
 
@@ -75,19 +76,39 @@ def arrivals(recorder: Recorder, target: str, window: tuple[float, float]) -> fl
     return max(inflow, 0.0)
 
 
-def baseline_arrivals(recorder: Recorder, target: str, window: tuple[float, float]) -> float | None:
-    """Arrivals before the drop: the lower of the whole before window's and its first third's. A
-    load that grew leads the score drop by the time the queue takes to build (tens of seconds),
-    so up to two thirds of the before window can already hold it (the e2e demo's 30 s window held
-    ~16 s of queue-buildup's x4 load: x1.5 measured against the whole window)."""
+def baseline_arrivals(recorder: Recorder, target: str,
+                      window: tuple[float, float]) -> tuple[float, float] | None:
+    """Arrivals before the drop and the seconds they were counted over: the lower of the whole
+    before window's and its first third's. A load that grew leads the score drop by the time the
+    queue takes to build (tens of seconds), so up to two thirds of the before window can already
+    hold it (the e2e demo's 30 s window held ~16 s of queue-buildup's x4 load: x1.5 measured
+    against the whole window)."""
     start, end = window
-    rates = [r for r in (arrivals(recorder, target, window),
-                         arrivals(recorder, target, (start, start + (end - start) / 3))) if r is not None]
-    return min(rates) if rates else None
+    measured = []
+    for part in (window, (start, start + (end - start) / 3)):
+        rate = arrivals(recorder, target, part)
+        if rate is not None:
+            measured.append((rate, compare.span(recorder, (LAYER, "finished", target), part)))
+    # the lower rate; at a tie the longer span, the one with less count noise
+    return min(measured, key=lambda m: (m[0], -m[1])) if measured else None
+
+
+def arrivals_finding(recorder: Recorder, target: str, win: Windows) -> Finding:
+    """Arrivals before the drop (`baseline_arrivals`) against since, with how far above count
+    noise they grew (`compare.excess_sigmas`: the verdict's "the load grew" needs both)."""
+    meta = Meta(LAYER, "arrivals", target, "per_second", ARRIVALS_FLOOR)
+    before = baseline_arrivals(recorder, target, win.before)
+    since = arrivals(recorder, target, win.since)
+    found = finding(meta, before[0] if before is not None else None, since)
+    if before is None or since is None:
+        return found
+    sigmas = excess_sigmas(before[0], before[1], since,
+                           compare.span(recorder, (LAYER, "finished", target), win.since))
+    return replace(found, sigmas=sigmas)
 
 
 def derive(recorder: Recorder, win: Windows) -> list[Finding]:
-    """Per endpoint: arrivals (before: `baseline_arrivals`) and the mean queue time (queue-time
+    """Per endpoint: arrivals (`arrivals_finding`) and the mean queue time (queue-time
     histogram sum over count)."""
     out = []
     for target in sorted({m.target for m in recorder.meta.values() if m.layer == LAYER
@@ -97,9 +118,7 @@ def derive(recorder: Recorder, win: Windows) -> list[Finding]:
             total = compare.value(recorder, (LAYER, "queue_time_sum", target), window)
             count = compare.value(recorder, (LAYER, "queue_time_count", target), window)
             queue_time[window_name] = total / count if total is not None and count else None
-        arrivals_meta = Meta(LAYER, "arrivals", target, "per_second", ARRIVALS_FLOOR)
-        out.append(finding(arrivals_meta, baseline_arrivals(recorder, target, win.before),
-                           arrivals(recorder, target, win.since)))
+        out.append(arrivals_finding(recorder, target, win))
         if queue_time["since"] is not None:
             qt_meta = Meta(LAYER, "queue_time", target, "seconds", QUEUE_TIME_FLOOR)
             out.append(finding(qt_meta, queue_time["before"], queue_time["since"]))

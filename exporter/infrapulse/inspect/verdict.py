@@ -6,8 +6,8 @@ Queue -> compute -> network is the order the report reads in, not an order of bl
 * else the node's network moved (its NIC/RDMA ports, the switch ports facing it, its probes)
   -> network, the port that moved most (whatever the queue did: a queue growing with arrivals
   flat while the fabric pauses is the network's);
-* else the queue grew: with arrivals up -> the engine is saturated; with arrivals flat -> the
-  engine itself slowed; either way that endpoint;
+* else the queue grew: with arrivals up (x1.5 or more, and past count noise) -> the engine is
+  saturated; with arrivals flat -> the engine itself slowed; either way that endpoint;
 * else something else on the GPUs moved (clocks, utilisation) -> compute;
 * else nothing moved past its noise floor: "none".
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .compare import ARRIVALS_GREW, Finding
+from .compare import ARRIVALS_GREW, ARRIVALS_SIGMAS, Finding
 
 # Queue findings that are pressure (a growing queue, slower tokens), not load or throughput.
 QUEUE_PRESSURE = frozenset({"waiting", "queue_time", "queue_ratio", "ttft_p95", "itl_p95", "kv_cache_usage",
@@ -54,6 +54,14 @@ def arrivals_of(queue: list[Finding], target: str) -> Finding | None:
     return next((f for f in queue if f.meta.metric == "arrivals" and f.meta.target == target), None)
 
 
+def load_grew(arrivals: Finding | None) -> bool:
+    """Arrivals x1.5 or more, and by more than ARRIVALS_SIGMAS of count noise: tens of requests
+    over a few seconds read x1.5 by chance."""
+    if arrivals is None or arrivals.change < ARRIVALS_GREW:
+        return False
+    return arrivals.sigmas is None or arrivals.sigmas >= ARRIVALS_SIGMAS
+
+
 def layer_summary(name: str, findings: list[Finding], queue_target: str = "") -> str:
     moved = _moved(findings, QUEUE_PRESSURE if name == "queue" else None)
     if not moved:
@@ -64,6 +72,8 @@ def layer_summary(name: str, findings: list[Finding], queue_target: str = "") ->
         arrivals = arrivals_of(findings, top.meta.target)
         if arrivals is not None and arrivals.factor is not None:
             text += f" with arrivals x{arrivals.factor:.2g}"
+            if arrivals.change >= ARRIVALS_GREW and not load_grew(arrivals):
+                text += f" (within count noise, {arrivals.sigmas:.1f} sigma)"
     return text
 
 
@@ -83,7 +93,7 @@ def decide(queue: list[Finding], compute: list[Finding], network: list[Finding])
     if pressure:
         top = pressure[0]
         arrivals = arrivals_of(queue, top.meta.target)
-        grew = arrivals is not None and arrivals.change >= ARRIVALS_GREW
+        grew = load_grew(arrivals)
         cause = "engine_saturated" if grew else "engine_slow"
         why = "the engine is saturated" if grew else "the engine slowed with arrivals flat"
         return Verdict("queue", cause, top.meta.target, f"{summary} -> {why}: {top.meta.target}")
