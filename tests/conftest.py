@@ -225,10 +225,3 @@ async def running_daemon(config_text: str, config_path: Path | None = None, host
         finally:
             await daemon.stop()
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `starts_first` (the scenario walk's halves, minutes each) go to the front, in
-    their order; the rest keep theirs. Under the e2e tier's `--dist loadfile
-    --no-loadscope-reorder`, xdist hands out files in this order, so each long one starts at once
-    on a worker of its own instead of queueing behind the other on one."""
-    items.sort(key=lambda item: item.get_closest_marker("starts_first") is None)

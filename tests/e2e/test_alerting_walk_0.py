@@ -10,7 +10,7 @@ import pytest
 
 from test_alerting_e2e import walk_scenarios
 
-pytestmark = pytest.mark.starts_first
+pytestmark = pytest.mark.walk  # make e2e's walk lane
 
 
 def test_the_first_half_trips_every_alert_score_detractor_and_verdict(tmp_path: Path) -> None:
