@@ -392,14 +392,6 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
     # or a slow session can still be coming up, and its switches' series with it.
     stack.vm.wait_for("infrapulse_switch_up == 1", lambda r: len(r) == len(stack.switches),
                       timeout=FABRIC_UP_TIMEOUT)
-    # ... and every switch's ports and queues in (synced covers the on-change paths; the sampled
-    # counters follow at their first tick, later on a loaded machine), counted in the collectors'
-    # own expositions: VictoriaMetrics' count still holds, for its lookback, the series a crash
-    # test's collector had before it was killed and restarted.
-    deadline = time.monotonic() + FABRIC_UP_TIMEOUT
-    while (exposed := sum(len(stack.exposition(a)) for a in stack.jobs[FABRIC_JOB])) <= FABRIC_SERIES:
-        assert time.monotonic() < deadline, f"the fabric collectors expose {exposed} series"
-        time.sleep(INTERVAL / 2)
     addresses = [a for job_addresses in stack.jobs.values() for a in job_addresses]
     fabric = stack.jobs[FABRIC_JOB]
     matched: dict[str, int] = {}
@@ -425,8 +417,10 @@ def test_no_series_is_lost_or_duplicated_across_the_shards(stack: ScaleStack) ->
             if not any(diffs[address]):
                 matched[address] = len(stored)
                 sizes[address] = (len(always), len(stored), len(ever))
-        # A comparison of a fabric with a switch still coming up (a loaded machine) proves little:
-        # compare the fabric again until it matches streaming in full.
+        # ... and every switch's ports and queues in (synced covers the on-change paths; the sampled
+        # counters follow at their first tick, later on a loaded machine): a fabric that matched
+        # short of its full size is compared again. (Not a wait on VictoriaMetrics' count: on a loaded
+        # machine it passed 4,000 and the comparison that followed matched the fabric at 2,336.)
         if all(a in matched for a in fabric) and sum(matched[a] for a in fabric) <= FABRIC_SERIES:
             short.append(sum(matched[a] for a in fabric))
             for address in fabric:
